@@ -1,0 +1,16 @@
+.PHONY: setup demo test lint bench
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	.venv/bin/swemill build --out ./swemill-out
+
+test: setup
+	@bash scripts/test.sh
+
+lint: setup
+	.venv/bin/ruff check src tests && .venv/bin/mypy src
+
+bench: setup
+	.venv/bin/python benchmarks/run_all.py

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs the whole suite, slow tests included. pytest exits 5 when it collects nothing: that is a
+# failure here (a suite that runs no test proves nothing).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+rc=$?
+if [ "$rc" = "5" ]; then
+  echo "test: pytest collected no tests" >&2
+fi
+exit "$rc"

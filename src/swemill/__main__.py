@@ -1,0 +1,3 @@
+from swemill.cli.main import main
+
+main()

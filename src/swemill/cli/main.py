@@ -1,0 +1,40 @@
+"""The ``swemill`` command. Each area registers its commands from its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from swemill.cli import doctor_cmd
+
+app = typer.Typer(
+    name="swemill",
+    help="Turn repositories and agent sessions into validated SWE tasks and training data.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+
+@app.callback()
+def _root() -> None:
+    """swemill: repositories and agent sessions in, validated tasks and training data out."""
+
+
+for _module in (doctor_cmd,):
+    _module.register(app)
+
+
+def main() -> None:
+    """Entry point: any :class:`SwemillError` becomes one red line and exit code 2."""
+    import sys
+
+    from swemill.cli._common import console
+    from swemill.core.errors import SwemillError
+
+    try:
+        app()
+    except SwemillError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        console.print(f"[bold red]error:[/] {first}", highlight=False, soft_wrap=True)
+        sys.exit(2)

@@ -1,0 +1,1 @@
+"""Records, the tool algebra, errors and configuration: the nouns every stage speaks."""

@@ -1,0 +1,1 @@
+"""swemill.traces"""
