@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from swemill.cli import doctor_cmd
+from swemill.cli import (
+    build_cmd,
+    corpus_cmd,
+    doctor_cmd,
+    env_cmd,
+    gate_cmd,
+    replay_cmd,
+    report_cmd,
+    rollout_cmd,
+    sandbox_cmd,
+    tasks_cmd,
+    traces_cmd,
+)
 
 app = typer.Typer(
     name="swemill",
@@ -21,7 +33,19 @@ def _root() -> None:
     """swemill: repositories and agent sessions in, validated tasks and training data out."""
 
 
-for _module in (doctor_cmd,):
+for _module in (
+    doctor_cmd,
+    sandbox_cmd,
+    env_cmd,
+    gate_cmd,
+    tasks_cmd,
+    rollout_cmd,
+    traces_cmd,
+    replay_cmd,
+    corpus_cmd,
+    build_cmd,
+    report_cmd,
+):
     _module.register(app)
 
 

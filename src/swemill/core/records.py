@@ -18,6 +18,9 @@ __all__ = [
     "LicenseTier",
     "Strategy",
     "GateVerdict",
+    "TestStatus",
+    "TestResult",
+    "Baseline",
     "Candidate",
     "ChangedSymbol",
     "Task",
@@ -65,6 +68,44 @@ class GateVerdict(_Record):
     contamination_matches: list[str] = Field(default_factory=list)
     allowed: bool = True
     reason: str = ""
+
+
+TestStatus = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
+
+
+class TestResult(_Record):
+    """One test's outcome in one run."""
+
+    __test__ = False
+
+    nodeid: str
+    outcome: TestStatus
+    duration_s: float = 0.0
+    message: str = ""
+
+
+class Baseline(_Record):
+    """The repository's tests at its base commit, run several times, plus the coverage map."""
+
+    repo: str
+    commit: str
+    env_key: str
+    runs: int
+    outcomes: dict[str, TestStatus]
+    """Per test node id: the outcome all runs agreed on (flaky tests are listed apart)."""
+    durations_s: dict[str, float]
+    """Per test node id: median duration across runs."""
+    flaky: list[str] = Field(default_factory=list)
+    coverage: dict[str, list[str]] = Field(default_factory=dict)
+    """``"path/to/file.py::Qual.name"`` -> node ids of the tests that execute that function."""
+    suite_wall_s: float = 0.0
+    startup_s: float = 0.0
+    """Interpreter + pytest start-up measured for an empty selection."""
+    test_cmd: str = ""
+
+    def passing(self) -> set[str]:
+        flaky = set(self.flaky)
+        return {t for t, o in self.outcomes.items() if o == "passed" and t not in flaky}
 
 
 class ChangedSymbol(_Record):
