@@ -1,0 +1,71 @@
+"""The four gates are pure: each refusal reason is reachable and flaky tests never leak in."""
+
+from __future__ import annotations
+
+from swemill.core.records import Baseline
+from swemill.validate.gates import RunEvidence, decide
+
+BASE = Baseline(
+    repo="r", commit="c", env_key="k", runs=3,
+    outcomes={"t::a": "passed", "t::b": "passed", "t::c": "passed", "t::d": "failed",
+              "t::flaky": "passed"},
+    durations_s={}, flaky=["t::flaky"],
+)
+
+
+def ev(**outcomes: str) -> RunEvidence:
+    return RunEvidence(outcomes={f"t::{k}": v for k, v in outcomes.items()}, exit_code=1)  # type: ignore[misc]
+
+
+def ok_runs(**outcomes: str) -> list[RunEvidence]:
+    return [RunEvidence({f"t::{k}": v for k, v in outcomes.items()}, 0) for _ in range(2)]  # type: ignore[misc]
+
+
+def test_accepts_and_inherits_unselected_pass_to_pass() -> None:
+    v = decide(baseline=BASE, applied=True, imports=True,
+               broken=ev(a="failed", b="passed", flaky="failed"),
+               golden_runs=ok_runs(a="passed", b="passed", flaky="passed"),
+               selected=["t::a", "t::b", "t::flaky"])
+    assert v.accepted, v
+    assert v.fail_to_pass == ["t::a"]
+    assert v.pass_to_pass == ["t::b", "t::c"]  # c inherited; d failed at baseline; flaky never
+
+
+def test_full_suite_inherits_nothing() -> None:
+    v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="error", b="passed"),
+               golden_runs=ok_runs(a="passed", b="passed"), selected=None)
+    assert v.accepted and v.pass_to_pass == ["t::b"]
+
+
+def test_each_refusal() -> None:
+    good = ok_runs(a="passed", b="passed")
+    cases = {
+        "patch_failed": dict(applied=False, imports=True, broken=None, golden_runs=good),
+        "import_failed": dict(applied=True, imports=False, broken=ev(a="failed"), golden_runs=good),
+        "no_fail_to_pass": dict(applied=True, imports=True, broken=ev(a="passed", b="passed"),
+                                golden_runs=good),
+        "no_pass_to_pass": dict(applied=True, imports=True,
+                                broken=ev(a="failed", b="failed", c="failed"), golden_runs=good),
+        "not_solvable": dict(applied=True, imports=True, broken=ev(a="failed", b="passed"),
+                             golden_runs=[good[0], RunEvidence({"t::a": "failed"}, 1)]),
+    }
+    for reason, kw in cases.items():
+        selected = None if reason == "no_pass_to_pass" else ["t::a", "t::b"]
+        assert decide(baseline=BASE, selected=selected, **kw).reason == reason  # type: ignore[arg-type]
+
+
+def test_a_lying_log_is_not_a_pass() -> None:
+    lying = RunEvidence({"t::a": "failed", "t::b": "passed"}, exit_code=0, trusted=False)
+    v = decide(baseline=BASE, applied=True, imports=True, broken=lying,
+               golden_runs=ok_runs(a="passed", b="passed"), selected=["t::a", "t::b"])
+    assert v.reason == "untrusted_log"
+    timed = RunEvidence({"t::a": "failed"}, exit_code=1, timed_out=True)
+    v = decide(baseline=BASE, applied=True, imports=True, broken=timed,
+               golden_runs=ok_runs(a="passed"), selected=["t::a"])
+    assert v.reason == "timeout"
+
+
+def test_golden_must_pass_twice() -> None:
+    v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="failed", b="passed"),
+               golden_runs=ok_runs(a="passed", b="passed")[:1], selected=["t::a", "t::b"])
+    assert v.reason == "not_solvable"
