@@ -190,6 +190,8 @@ class TextBlock(_Record):
 class ThinkingBlock(_Record):
     type: Literal["thinking"] = "thinking"
     text: str
+    signature: str | None = None
+    """Provider signature of the reasoning (Anthropic), needed to send the block back."""
 
 
 class ToolUseBlock(_Record):
