@@ -1,0 +1,112 @@
+"""Fetch a project's sdist from a PyPI-compatible index and unpack it, sha256 verified.
+
+The Simple API in its JSON form (PEP 691) is used because every index and mirror serves it;
+``$SWEMILL_PYPI_URL`` points at another index (default ``https://pypi.org/simple``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+from urllib.parse import urljoin
+
+from swemill.core.errors import SourceError
+
+__all__ = ["normalize_name", "find_sdist", "fetch_sdist"]
+
+_ACCEPT = "application/vnd.pypi.simple.v1+json"
+_TIMEOUT = 60
+
+
+def normalize_name(name: str) -> str:
+    """PEP 503 normalisation: ``More_Itertools`` -> ``more-itertools``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _index_url() -> str:
+    return os.environ.get("SWEMILL_PYPI_URL", "https://pypi.org/simple").rstrip("/") + "/"
+
+
+def _get(url: str, accept: str | None = None) -> bytes:
+    req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    with urllib.request.urlopen(req, timeout=_TIMEOUT) as resp:
+        return resp.read()
+
+
+def _sdist_version(filename: str, name: str) -> str | None:
+    m = re.fullmatch(r"(.+?)-([^-]+)\.(tar\.gz|zip)", filename)
+    if not m or normalize_name(m.group(1)) != name:
+        return None
+    return m.group(2)
+
+
+def find_sdist(name: str, version: str) -> tuple[str, str, str]:
+    """Return ``(filename, url, sha256)`` of ``name``'s sdist for ``version``."""
+    index = urljoin(_index_url(), f"{name}/")
+    try:
+        page = json.loads(_get(index, _ACCEPT))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise SourceError(f"PyPI has no project named {name!r}") from None
+        raise SourceError(f"PyPI index answered {exc.code} for {name!r}") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise SourceError(f"cannot reach the PyPI index at {index}: {exc}") from None
+    except json.JSONDecodeError:
+        raise SourceError(f"the PyPI index at {index} did not answer in JSON") from None
+    seen: list[str] = []
+    for f in page.get("files", []):
+        ver = _sdist_version(f.get("filename", ""), name)
+        if ver is None:
+            continue
+        seen.append(ver)
+        if ver == version and f.get("hashes", {}).get("sha256"):
+            return f["filename"], urljoin(index, f["url"]), f["hashes"]["sha256"]
+    recent = ", ".join(seen[-5:]) or "none"
+    raise SourceError(f"PyPI has no sdist of {name} {version} (latest sdists: {recent})")
+
+
+def fetch_sdist(name: str, version: str, dest: Path) -> str:
+    """Download, verify and unpack the sdist into ``dest`` (its top directory stripped)."""
+    filename, url, sha256 = find_sdist(name, version)
+    try:
+        data = _get(url)
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise SourceError(f"cannot download {filename}: {exc}") from None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise SourceError(f"{filename}: sha256 does not match the index; refusing it")
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp, filename)
+        archive.write_bytes(data)
+        unpacked = Path(tmp, "x")
+        _unpack(archive, unpacked)
+        tops = list(unpacked.iterdir())
+        top = tops[0] if len(tops) == 1 and tops[0].is_dir() else unpacked
+        for child in top.iterdir():
+            shutil.move(str(child), dest / child.name)
+    return sha256
+
+
+def _unpack(archive: Path, out: Path) -> None:
+    out.mkdir()
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as zf:
+                for member in zf.namelist():
+                    target = (out / member).resolve()
+                    if not target.is_relative_to(out.resolve()):
+                        raise SourceError(f"{archive.name}: unsafe path {member!r}")
+                zf.extractall(out)
+        else:
+            with tarfile.open(archive) as tf:
+                tf.extractall(out, filter="data")
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
+        raise SourceError(f"cannot unpack {archive.name}: {exc}") from None

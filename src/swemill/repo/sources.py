@@ -1,0 +1,205 @@
+"""Resolve a SOURCE (``sample``, a directory, a git URL, ``pypi:NAME==VER``) to a working copy.
+
+Every working copy is a git repository in the cache, so later stages (pr-mirror, scrub) can
+rely on git. Working copies are cached by content (directory hash, URL + ref, or the sdist's
+verified sha256) and a second resolve of the same source needs no network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from swemill.core.errors import SourceError
+from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, tree_hash
+from swemill.repo.pypi import fetch_sdist, normalize_name
+
+__all__ = ["ResolvedSource", "SourceKind", "resolve_source", "git_commit_all"]
+
+SourceKind = Literal["sample", "local", "git", "pypi"]
+
+# A fixed identity and date make the commit of an unpacked sdist the same on every machine.
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "swemill",
+    "GIT_AUTHOR_EMAIL": "swemill@localhost",
+    "GIT_COMMITTER_NAME": "swemill",
+    "GIT_COMMITTER_EMAIL": "swemill@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+_COPY_IGNORE = shutil.ignore_patterns(
+    "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".tox", ".nox", ".venv"
+)
+_GIT_URL = re.compile(r"^(https?://|git://|ssh://|file://|git@[^:]+:)")
+
+
+@dataclass(slots=True, frozen=True)
+class ResolvedSource:
+    """A source's working copy in the cache."""
+
+    spec: str
+    path: Path
+    repo: str
+    """Normalised name: ``toolz`` for PyPI, ``owner/name`` for git URLs, the dir name else."""
+    commit: str
+    """``git rev-parse HEAD`` of the working copy."""
+    kind: SourceKind
+    from_cache: bool = False
+    """True when the working copy was already in the cache (nothing fetched or copied)."""
+
+
+def resolve_source(spec: str, *, cache: Path | None = None) -> ResolvedSource:
+    """Resolve ``spec`` to a cached git working copy, fetching or copying it if needed."""
+    root = cache_root(cache)
+    spec = spec.strip()
+    if not spec:
+        raise SourceError("empty source: give a directory, a git URL, pypi:NAME==VER or 'sample'")
+    if spec == "sample":
+        return _resolve_sample(root)
+    if spec.startswith("pypi:"):
+        return _resolve_pypi(spec, root)
+    if _GIT_URL.match(spec):
+        return _resolve_git(spec, root)
+    return _resolve_local(spec, root)
+
+
+def git(args: list[str], cwd: Path, *, timeout: float = 600) -> str:
+    """Run git with swemill's fixed identity; a failure becomes a one-line SourceError."""
+    env = {**os.environ, **_GIT_ENV}
+    try:
+        proc = subprocess.run(
+            ["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", *args],
+            cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise SourceError(f"git {args[0]} did not finish within {timeout:.0f} s") from exc
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise SourceError(f"git {args[0]} failed: {tail}")
+    return proc.stdout.strip()
+
+
+def git_commit_all(path: Path, message: str) -> str:
+    """Make ``path`` a git repository if needed, commit everything, return HEAD."""
+    if not (path / ".git").exists():
+        git(["init", "-q", "-b", "main"], path)
+    git(["add", "-A"], path)
+    if git(["status", "--porcelain"], path) or not _has_head(path):
+        git(["commit", "-q", "--allow-empty", "-m", message], path)
+    return git(["rev-parse", "HEAD"], path)
+
+
+def _has_head(path: Path) -> bool:
+    try:
+        git(["rev-parse", "--verify", "-q", "HEAD"], path)
+    except SourceError:
+        return False
+    return True
+
+
+def _cached(spec: str, final: Path, repo: str, kind: SourceKind) -> ResolvedSource:
+    commit = git(["rev-parse", "HEAD"], final)
+    return ResolvedSource(spec, final, repo, commit, kind, from_cache=True)
+
+
+def _resolve_pypi(spec: str, root: Path) -> ResolvedSource:
+    m = re.fullmatch(r"pypi:([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)", spec)
+    if not m:
+        raise SourceError(f"bad PyPI source {spec!r}: expected pypi:NAME==VERSION")
+    name, version = normalize_name(m.group(1)), m.group(2)
+    final = root / "sources" / "pypi" / f"{name}-{version}"
+    with entry_lock(root, f"pypi-{name}-{version}"):
+        if (final / ".git").is_dir():
+            return _cached(spec, final, name, "pypi")
+        with atomic_dir(final) as tmp:
+            fetch_sdist(name, version, tmp)
+            commit = git_commit_all(tmp, f"{name} {version} (sdist from PyPI)")
+    return ResolvedSource(spec, final, name, commit, "pypi")
+
+
+def _split_ref(spec: str) -> tuple[str, str | None]:
+    head, sep, tail = spec.rpartition("@")
+    if sep and head and tail and "/" not in tail and ":" not in tail and "/" in head:
+        return head, tail
+    return spec, None
+
+
+def repo_name_from_url(url: str) -> str:
+    """``https://github.com/Owner/Name.git`` -> ``owner/name``."""
+    path = re.sub(r"^[a-z+]+://[^/]*/|^git@[^:]+:", "", url.rstrip("/"))
+    path = re.sub(r"\.git$", "", path)
+    parts = [p for p in path.split("/") if p]
+    return "/".join(parts[-2:]).lower() if parts else "repo"
+
+
+def _resolve_git(spec: str, root: Path) -> ResolvedSource:
+    url, ref = _split_ref(spec)
+    name = repo_name_from_url(url)
+    key = hashlib.sha256(f"{url}\0{ref or ''}".encode()).hexdigest()[:16]
+    final = root / "sources" / "git" / f"{slugify(name)}-{key}"
+    with entry_lock(root, f"git-{key}"):
+        if (final / ".git").is_dir():
+            return _cached(spec, final, name, "git")
+        with atomic_dir(final) as tmp:
+            try:
+                git(["clone", "-q", "--no-hardlinks", url, str(tmp / "w")], root)
+            except SourceError as exc:
+                raise SourceError(f"cannot clone {url}: {exc}") from None
+            work = tmp / "w"
+            if ref:
+                git(["checkout", "-q", ref], work)
+            for child in work.iterdir():
+                child.rename(tmp / child.name)
+            work.rmdir()
+            commit = git(["rev-parse", "HEAD"], tmp)
+    return ResolvedSource(spec, final, name, commit, "git")
+
+
+def _local_name(path: Path) -> str:
+    if (path / ".git").exists():
+        try:
+            url = git(["config", "--get", "remote.origin.url"], path)
+        except SourceError:
+            url = ""
+        if url:
+            return repo_name_from_url(url)
+    return path.name.lower() or "repo"
+
+
+def _resolve_local(spec: str, root: Path, kind: SourceKind = "local") -> ResolvedSource:
+    src = Path(spec).expanduser()
+    if not src.exists():
+        raise SourceError(f"no such directory: {spec}")
+    if not src.is_dir():
+        raise SourceError(f"not a directory: {spec}")
+    src = src.resolve()
+    name = _local_name(src)
+    head = git(["rev-parse", "HEAD"], src) if _has_head(src) else ""
+    key = hashlib.sha256(f"{tree_hash(src)}\0{head}".encode()).hexdigest()[:16]
+    final = root / "sources" / kind / f"{slugify(name)}-{key}"
+    with entry_lock(root, f"{kind}-{key}"):
+        if (final / ".git").is_dir():
+            return _cached(spec, final, name, kind)
+        with atomic_dir(final) as tmp:
+            shutil.copytree(src, tmp, symlinks=True, ignore=_COPY_IGNORE, dirs_exist_ok=True)
+            # Uncommitted edits become one snapshot commit so the commit names the content.
+            commit = git_commit_all(tmp, f"{name}: working tree snapshot")
+    return ResolvedSource(spec, final, name, commit, kind)
+
+
+def _resolve_sample(root: Path) -> ResolvedSource:
+    try:
+        from swemill.repo.sample import sample_path
+    except ImportError as exc:
+        raise SourceError("the bundled sample repository is not part of this install") from exc
+    resolved = _resolve_local(str(sample_path()), root, kind="sample")
+    return ResolvedSource("sample", resolved.path, "swemill-sample", resolved.commit, "sample",
+                          resolved.from_cache)
