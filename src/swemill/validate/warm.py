@@ -1,0 +1,119 @@
+"""Host side of the warm pytest worker (see :mod:`swemill.validate.warm_server`).
+
+A :class:`WarmWorker` owns one long-lived server process inside a sandbox over its own
+workspace. The validator changes the workspace's files, asks the server to run some tests, and
+gets per-test outcomes back; the server forks a fresh child for every request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swemill.core.errors import SandboxError
+
+__all__ = ["SERVER_PATH", "SERVER_INSIDE", "WarmResult", "WarmWorker"]
+
+SERVER_PATH = Path(__file__).with_name("warm_server.py")
+SERVER_INSIDE = "/opt/swemill/warm_server.py"
+"""Where the server script is bound (read-only) inside an isolating sandbox."""
+
+
+@dataclass(slots=True)
+class WarmResult:
+    exit_code: int
+    timed_out: bool
+    outcomes: dict[str, str]
+    durations: dict[str, float] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
+    log_tail: str = ""
+    wall_s: float = 0.0
+
+
+class WarmWorker:
+    """Talks JSON lines to a warm server started by ``proc`` (a Popen with pipes)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], *, ready_timeout: float = 120.0) -> None:
+        self.proc = proc
+        self._buf = b""
+        self._seq = 0
+        ready = self._read_line(ready_timeout)
+        if not ready.get("ready"):
+            raise SandboxError(f"warm worker did not start: {ready}")
+        self.startup_s = float(ready.get("startup_s", 0.0))
+
+    def _read_line(self, timeout: float) -> dict:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    self.kill()
+                    raise SandboxError(f"warm worker gave no answer within {timeout:.0f}s")
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    err = self._stderr_tail()
+                    raise SandboxError(f"warm worker exited (code {self.proc.poll()}): {err}")
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def _stderr_tail(self) -> str:
+        if self.proc.stderr is None:
+            return ""
+        try:
+            self.proc.wait(timeout=2)
+            return self.proc.stderr.read()[-800:].decode("utf-8", "replace").strip()
+        except (subprocess.TimeoutExpired, ValueError, OSError):
+            return ""
+
+    def run(self, args: list[str], timeout: float) -> WarmResult:
+        """Run pytest with ``args`` in a fresh child; ``timeout`` bounds the child."""
+        assert self.proc.stdin is not None
+        self._seq += 1
+        request = {"id": self._seq, "args": args, "timeout": timeout}
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError) as exc:
+            raise SandboxError(f"warm worker is gone: {exc}") from exc
+        reply = self._read_line(timeout + 30.0)
+        return WarmResult(
+            exit_code=int(reply["exit_code"]), timed_out=bool(reply["timed_out"]),
+            outcomes=dict(reply.get("outcomes", {})), durations=dict(reply.get("durations", {})),
+            messages=dict(reply.get("messages", {})), log_tail=reply.get("log_tail", ""),
+            wall_s=float(reply.get("wall_s", 0.0)),
+        )
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        if self.proc.poll() is None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.write(b'{"op": "exit"}\n')
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
