@@ -1,0 +1,254 @@
+"""Unified-diff helpers: write, reverse, split, check and apply patches.
+
+Every patch swemill writes must round-trip through ``git apply``: paths are ``a/<rel>`` and
+``b/<rel>`` relative to the repository root, and a last line without a newline carries git's
+``\\ No newline at end of file`` marker.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swemill.core.errors import SynthesisError
+
+__all__ = [
+    "FilePatch",
+    "Hunk",
+    "apply_patch",
+    "check_patch",
+    "file_diff",
+    "join_patches",
+    "parse_patch",
+    "patch_files",
+    "reverse_patch",
+]
+
+_NO_NEWLINE = "\\ No newline at end of file"
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+
+
+def _diff_lines(lines: list[str]) -> list[str]:
+    """Terminate every diff line; a line that had no newline gets git's marker after it."""
+    out: list[str] = []
+    for line in lines:
+        if line.endswith("\n"):
+            out.append(line)
+        else:
+            out.append(line + "\n")
+            out.append(_NO_NEWLINE + "\n")
+    return out
+
+
+def file_diff(relpath: str, before: str, after: str, context: int = 3) -> str:
+    """A git-style unified diff of one file, ``before`` -> ``after``; "" when they are equal."""
+    if before == after:
+        return ""
+    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    body = list(difflib.unified_diff(a, b, f"a/{relpath}", f"b/{relpath}", n=context))
+    header = f"diff --git a/{relpath} b/{relpath}\n"
+    return header + "".join(body[:2]) + "".join(_diff_lines(body[2:]))
+
+
+@dataclass(slots=True)
+class Hunk:
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    section: str
+    lines: list[str] = field(default_factory=list)
+    """Body lines with their ``' '``/``'-'``/``'+'``/``'\\'`` prefix and newline."""
+
+
+@dataclass(slots=True)
+class FilePatch:
+    """One file's part of a patch: the header lines as written, and its hunks."""
+
+    old_path: str | None
+    new_path: str | None
+    header: list[str] = field(default_factory=list)
+    hunks: list[Hunk] = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        return self.new_path or self.old_path or ""
+
+
+def _strip_prefix(raw: str) -> str | None:
+    raw = raw.split("\t", 1)[0].rstrip("\n")
+    if raw == "/dev/null":
+        return None
+    return raw[2:] if raw[:2] in ("a/", "b/") else raw
+
+
+def parse_patch(patch: str) -> list[FilePatch]:
+    """Split a unified diff into files and hunks; raises SynthesisError on a malformed hunk."""
+    files: list[FilePatch] = []
+    cur: FilePatch | None = None
+    hunk: Hunk | None = None
+    for line in patch.splitlines(keepends=True):
+        if hunk is not None and (not _hunk_done(hunk) or line.startswith("\\")):
+            if line[:1] not in (" ", "-", "+", "\\"):
+                where = cur.path if cur else "?"
+                raise SynthesisError(f"malformed hunk in {where!r}: {line[:60]!r}")
+            hunk.lines.append(line)
+            continue
+        hunk = None
+        new_file = line.startswith("--- ") and (cur is None or bool(cur.hunks))
+        if line.startswith("diff --git ") or new_file:
+            cur = FilePatch(*_git_header_paths(line))
+            files.append(cur)
+        if cur is None:
+            continue  # a preamble (commit message, stat) before the first file
+        if m := _HUNK_RE.match(line.rstrip("\n")):
+            hunk = Hunk(int(m[1]), int(m[2] or 1), int(m[3]), int(m[4] or 1), m[5])
+            cur.hunks.append(hunk)
+        elif not cur.hunks:
+            cur.header.append(line)
+            if line.startswith("--- "):
+                cur.old_path = _strip_prefix(line[4:])
+            elif line.startswith("+++ "):
+                cur.new_path = _strip_prefix(line[4:])
+    return files
+
+
+def _git_header_paths(line: str) -> tuple[str | None, str | None]:
+    if not line.startswith("diff --git a/"):
+        return None, None
+    a, sep, b = line.rstrip("\n")[len("diff --git a/") :].partition(" b/")
+    return (a, b) if sep else (None, None)
+
+
+def _hunk_done(hunk: Hunk) -> bool:
+    old = sum(1 for ln in hunk.lines if ln[:1] in (" ", "-"))
+    new = sum(1 for ln in hunk.lines if ln[:1] in (" ", "+"))
+    return old >= hunk.old_len and new >= hunk.new_len
+
+
+def patch_files(patch: str) -> list[str]:
+    """The repository-relative paths a patch touches, in order."""
+    return [fp.path for fp in parse_patch(patch)]
+
+
+def _reverse_header(header: list[str]) -> list[str]:
+    swaps = {"--- ": "+++ ", "+++ ": "--- ", "new file": "deleted file", "deleted file": "new file"}
+    out = []
+    for line in header:
+        if line.startswith("diff --git "):
+            parts = line.rstrip("\n")[len("diff --git ") :].split(" b/", 1)
+            if len(parts) == 2:
+                line = f"diff --git a/{parts[1]} b/{parts[0][2:]}\n"
+        elif line.startswith("index "):
+            ids, _, mode = line.rstrip("\n")[6:].partition(" ")
+            old, _, new = ids.partition("..")
+            line = f"index {new}..{old}{' ' + mode if mode else ''}\n"
+        else:
+            for src, dst in swaps.items():
+                if line.startswith(src):
+                    line = dst + line[len(src) :]
+                    if src in ("--- ", "+++ "):
+                        line = line[:4] + _swap_ab(line[4:])
+                    break
+        out.append(line)
+    # git wants --- before +++; swapping the prefixes reversed their order.
+    minus = [i for i, ln in enumerate(out) if ln.startswith("--- ")]
+    plus = [i for i, ln in enumerate(out) if ln.startswith("+++ ")]
+    if minus and plus and plus[0] < minus[0]:
+        out[plus[0]], out[minus[0]] = out[minus[0]], out[plus[0]]
+    return out
+
+
+def _swap_ab(path: str) -> str:
+    if path.startswith("a/"):
+        return "b/" + path[2:]
+    if path.startswith("b/"):
+        return "a/" + path[2:]
+    return path
+
+
+def _reverse_hunk(h: Hunk) -> list[str]:
+    body: list[str] = []
+    for i, line in enumerate(h.lines):
+        if line.startswith("\\"):
+            continue  # re-attached below to whichever line it followed
+        tag = {"-": "+", "+": "-"}.get(line[0], line[0])
+        body.append(tag + line[1:])
+        if i + 1 < len(h.lines) and h.lines[i + 1].startswith("\\"):
+            body.append(h.lines[i + 1])
+    # Within each change block git lists removals before additions.
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        if body[i][0] in "+-":
+            j = i
+            while j < len(body) and (body[j][0] in "+-" or body[j].startswith("\\")):
+                j += 1
+            block = _group(body[i:j])
+            out += [ln for tag, grp in block if tag == "-" for ln in grp]
+            out += [ln for tag, grp in block if tag == "+" for ln in grp]
+            i = j
+        else:
+            out.append(body[i])
+            i += 1
+    head = f"@@ -{h.new_start},{h.new_len} +{h.old_start},{h.old_len} @@{h.section}\n"
+    return [head, *out]
+
+
+def _group(lines: list[str]) -> list[tuple[str, list[str]]]:
+    """Pair each diff line with the no-newline marker that follows it."""
+    groups: list[tuple[str, list[str]]] = []
+    for ln in lines:
+        if ln.startswith("\\") and groups:
+            groups[-1][1].append(ln)
+        else:
+            groups.append((ln[0], [ln]))
+    return groups
+
+
+def reverse_patch(patch: str) -> str:
+    """The patch that undoes ``patch`` (broken -> base for a bug patch)."""
+    out: list[str] = []
+    for fp in parse_patch(patch):
+        out += _reverse_header(fp.header)
+        for h in fp.hunks:
+            out += _reverse_hunk(h)
+    return "".join(out)
+
+
+def join_patches(patches: list[str]) -> str:
+    return "".join(p if p.endswith("\n") or not p else p + "\n" for p in patches)
+
+
+def _git_apply(root: Path, patch: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
+    with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False, encoding="utf-8") as fh:
+        fh.write(patch)
+        name = fh.name
+    try:
+        return subprocess.run(
+            ["git", "apply", "--whitespace=nowarn", *args, name],
+            cwd=root, capture_output=True, text=True, env=env, check=False,
+        )
+    finally:
+        os.unlink(name)
+
+
+def check_patch(root: Path, patch: str, reverse: bool = False) -> str | None:
+    """None when ``patch`` applies cleanly to the tree at ``root``; else git's reason."""
+    if not patch.strip():
+        return "empty patch"
+    proc = _git_apply(root, patch, "--check", *(["-R"] if reverse else []))
+    return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[0]
+
+
+def apply_patch(root: Path, patch: str, reverse: bool = False) -> None:
+    """Apply ``patch`` to the working tree at ``root``; SynthesisError with git's reason if not."""
+    proc = _git_apply(root, patch, *(["-R"] if reverse else []))
+    if proc.returncode != 0:
+        raise SynthesisError(f"patch does not apply in {root}: {proc.stderr.strip()[:200]}")

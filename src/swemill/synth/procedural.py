@@ -1,0 +1,264 @@
+"""The ``procedural`` strategy: small libcst edits to functions the tests execute.
+
+Targets are the functions (and classes) of the project's non-test modules. With a coverage
+map, only those that some passing baseline test executes are aimed at, so most candidates can
+make a test fail. The order is fixed by the seed and interleaved round-robin over targets and,
+within a target, over mutator kinds, so a capped run still covers many functions and kinds.
+Mutants that do not compile, that equal the original modulo formatting (same ``ast.dump``),
+or that repeat an earlier mutant of the same file are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import random
+import warnings
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from swemill.core.records import Candidate, ChangedSymbol
+from swemill.synth.base import RepoView, SynthReport, candidate_id, python_sources
+from swemill.synth.mutators import MUTATORS, mutator
+from swemill.synth.mutators.classes import RemoveMethod
+from swemill.synth.patches import file_diff
+
+__all__ = ["ProceduralStrategy", "Target", "find_targets"]
+
+
+@dataclass(slots=True)
+class Target:
+    """A function or class to mutate, with the tests that execute it (may be empty)."""
+
+    file: str
+    qualname: str
+    node: cst.FunctionDef | cst.ClassDef
+    occurrence: int = 0
+    """Counts repeated definitions of one name (property setters, conditional defs)."""
+    tests: list[str] = field(default_factory=list)
+
+    @property
+    def level(self) -> str:
+        return "class" if isinstance(self.node, cst.ClassDef) else "function"
+
+
+class _TargetFinder(cst.CSTVisitor):
+    """Module- and class-level definitions; a function's nested defs belong to its body."""
+
+    def __init__(self, file: str) -> None:
+        super().__init__()
+        self.file = file
+        self.stack: list[str] = []
+        self.found: list[Target] = []
+        self.seen: dict[str, int] = {}
+
+    def _add(self, qualname: str, node: cst.FunctionDef | cst.ClassDef) -> None:
+        key = f"{type(node).__name__}:{qualname}"
+        occurrence = self.seen.get(key, 0)
+        self.seen[key] = occurrence + 1
+        self.found.append(Target(self.file, qualname, node, occurrence))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.stack.append(node.name.value)
+        self._add(".".join(self.stack), node)
+        return True
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.stack.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self._add(".".join([*self.stack, node.name.value]), node)
+        return False
+
+
+def find_targets(file: str, module: cst.Module) -> list[Target]:
+    """Every function, method and class of ``module``, in source order."""
+    finder = _TargetFinder(file)
+    module.visit(finder)
+    return finder.found
+
+
+@dataclass(slots=True)
+class _Parsed:
+    file: str
+    source: str
+    module: cst.Module
+    dump: str
+    seen: set[str] = field(default_factory=set)
+
+
+def _tests_by_symbol(repo: RepoView) -> dict[str, dict[str, list[str]]] | None:
+    """``file -> qualname -> passing tests``; None when there is no coverage map to aim by."""
+    base = repo.baseline
+    if base is None or not base.coverage:
+        return None
+    passing = base.passing() if base.outcomes else None
+    out: dict[str, dict[str, list[str]]] = {}
+    for key, tests in base.coverage.items():
+        file, sep, qual = key.rpartition("::")
+        if not sep:
+            continue
+        keep = sorted(t for t in tests if passing is None or t in passing)
+        if keep:
+            out.setdefault(file, {})[qual] = keep
+    return out
+
+
+def _class_tests(qual: str, symbols: dict[str, list[str]]) -> list[str]:
+    prefix = qual + "."
+    tests = {t for q, ts in symbols.items() if q == qual or q.startswith(prefix) for t in ts}
+    return sorted(tests)
+
+
+class ProceduralStrategy:
+    """libcst mutators aimed at tested functions; see the module docstring."""
+
+    name = "procedural"
+
+    def __init__(self, kinds: Iterable[str] | None = None, max_per_target: int = 8) -> None:
+        self.kinds = [mutator(k).kind for k in (kinds or MUTATORS)]
+        self.max_per_target = max_per_target
+        self.report = SynthReport(self.name)
+
+    def candidates(self, repo: RepoView) -> Iterator[Candidate]:
+        self.report = SynthReport(self.name)
+        parsed, targets = self._aim(repo)
+        if not targets:
+            self.report.nothing(
+                "no python source" if not parsed else "no function that a passing test executes"
+            )
+            return
+        streams = deque(self._mutants(repo, parsed[t.file], t) for t in targets)
+        limit = repo.max_candidates
+        while streams and (limit is None or self.report.yielded < limit):
+            stream = streams.popleft()
+            cand = next(stream, None)
+            if cand is not None:
+                self.report.yielded += 1
+                yield cand
+                streams.append(stream)
+
+    def _parse(self, repo: RepoView, rel: str) -> _Parsed | None:
+        try:
+            source = (repo.root / rel).read_bytes().decode("utf-8")
+            module = cst.parse_module(source)
+            dump = ast.dump(ast.parse(source))
+        except (UnicodeDecodeError, cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
+            self.report.skip("unparseable_source", rel, str(exc)[:200], keep=True)
+            return None
+        return _Parsed(rel, source, module, dump)
+
+    def _aim(self, repo: RepoView) -> tuple[dict[str, _Parsed], list[Target]]:
+        tested = _tests_by_symbol(repo)
+        parsed: dict[str, _Parsed] = {}
+        targets: list[Target] = []
+        for rel in python_sources(repo.root):
+            if tested is not None and rel not in tested:
+                continue  # nothing in this file is executed by a passing test
+            pf = self._parse(repo, rel)
+            if pf is None:
+                continue
+            parsed[rel] = pf
+            for t in find_targets(rel, pf.module):
+                if tested is not None:
+                    symbols = tested[rel]
+                    t.tests = (
+                        _class_tests(t.qualname, symbols)
+                        if t.level == "class"
+                        else symbols.get(t.qualname, [])
+                    )
+                    if not t.tests:
+                        self.report.skip("untested_target")
+                        continue
+                targets.append(t)
+        rng = random.Random(f"procedural:{repo.seed}")
+        rng.shuffle(targets)
+        # Tested functions before classes: body edits validate on a few selected tests.
+        targets.sort(key=lambda t: t.level == "class")
+        return parsed, targets
+
+    def _sites(self, target: Target, rng: random.Random) -> Iterator[tuple[str, int]]:
+        """(kind, site) pairs, one kind after another, each kind's sites in seeded order."""
+        kinds = [k for k in self.kinds if MUTATORS[k].level == target.level]
+        rng.shuffle(kinds)
+        queues = []
+        for kind in kinds:
+            node = target.node if target.level == "class" else target.node.body
+            sites = list(range(MUTATORS[kind].count(node)))
+            rng.shuffle(sites)
+            if sites:
+                queues.append(deque((kind, s) for s in sites))
+        while queues:
+            q = queues.pop(0)
+            yield q.popleft()
+            if q:
+                queues.append(q)
+
+    def _mutants(self, repo: RepoView, pf: _Parsed, target: Target) -> Iterator[Candidate]:
+        seed = f"{repo.seed}:{target.file}:{target.qualname}:{target.occurrence}"
+        made = 0
+        for kind, site in self._sites(target, random.Random(seed)):
+            if made >= self.max_per_target:
+                return
+            new_code = self._mutate(pf, target, kind, site, random.Random(f"{seed}:{kind}:{site}"))
+            reason = self._reject(pf, new_code)
+            if reason:
+                self.report.skip(reason)
+                continue
+            made += 1
+            yield self._candidate(repo, pf, target, kind, site, new_code)
+
+    def _mutate(
+        self, pf: _Parsed, target: Target, kind: str, site: int, rng: random.Random
+    ) -> str:
+        m = MUTATORS[kind]
+        if isinstance(target.node, cst.ClassDef):
+            new_node: cst.CSTNode = m.apply(target.node, site, rng)
+        else:
+            new_body = m.apply(target.node.body, site, rng)
+            new_node = target.node.with_changes(body=new_body)
+        return pf.module.deep_replace(target.node, new_node).code
+
+    def _reject(self, pf: _Parsed, new_code: str) -> str | None:
+        """Why a mutant is not worth validating, or None."""
+        if new_code == pf.source:
+            return "no_op"
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(new_code)
+                compile(tree, pf.file, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return "does_not_compile"
+        dump = ast.dump(tree)
+        if dump == pf.dump:
+            return "equivalent"
+        digest = hashlib.sha256(dump.encode()).hexdigest()
+        if digest in pf.seen:
+            return "duplicate"
+        pf.seen.add(digest)
+        return None
+
+    def _candidate(
+        self, repo: RepoView, pf: _Parsed, target: Target, kind: str, site: int, new_code: str
+    ) -> Candidate:
+        qualname = target.qualname
+        if kind == "remove_method":
+            assert isinstance(target.node, cst.ClassDef)
+            method = RemoveMethod().removed(target.node, site)
+            qualname = f"{qualname}.{method}"
+        bug = file_diff(pf.file, pf.source, new_code)
+        return Candidate(
+            candidate_id=candidate_id(self.name, pf.file, qualname, kind, bug),
+            repo=repo.repo,
+            strategy="procedural",
+            bug_patch=bug,
+            golden_patch=file_diff(pf.file, new_code, pf.source),
+            changed=[ChangedSymbol(file=pf.file, qualname=qualname)],
+            scope="body" if target.level == "function" else "module",
+            fail_to_pass_hint=list(target.tests),
+            metadata={"base_commit": repo.commit, "mutator": kind, "site": site},
+        )
