@@ -1,0 +1,136 @@
+"""How typed records and plain rows become Arrow tables, and back.
+
+Two shapes are supported:
+
+* **pydantic records** (``Task``, ``Trajectory``, ...): scalar fields (and lists of scalars)
+  become native Arrow columns so they can be filtered and queried anywhere; nested models,
+  dicts and lists of models become JSON text columns, named in the file's metadata
+  (``swemill.json_columns``) and decoded on read. Discriminated unions and free-form
+  ``metadata`` dicts have no stable Arrow type, and JSON keeps the round trip exact.
+* **plain dict rows** (the SFT/DPO corpus): written with full nested Arrow types, inferred by
+  pyarrow or given as an explicit schema, so ``datasets.load_dataset("parquet")`` sees
+  ``messages`` as a list of structs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import types
+from collections.abc import Sequence
+from typing import Any, Literal, Union, get_args, get_origin
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from swemill.core.errors import StoreError
+
+__all__ = ["schema_for_model", "rows_to_table", "table_to_rows", "table_to_bytes", "bytes_to_table"]
+
+JSON_COLUMNS_KEY = b"swemill.json_columns"
+MODEL_KEY = b"swemill.model"
+
+_SCALARS: dict[type, pa.DataType] = {
+    bool: pa.bool_(),
+    int: pa.int64(),
+    float: pa.float64(),
+    str: pa.string(),
+}
+
+
+def _scalar_type(annotation: Any) -> pa.DataType | None:
+    if annotation in _SCALARS:
+        return _SCALARS[annotation]
+    if get_origin(annotation) is Literal:
+        kinds = {type(v) for v in get_args(annotation)}
+        return _SCALARS.get(kinds.pop()) if len(kinds) == 1 else None
+    return None
+
+
+def _arrow_type(annotation: Any) -> pa.DataType | None:
+    """The native Arrow type for a field, or None when it is stored as JSON text."""
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        rest = [a for a in get_args(annotation) if a is not type(None)]
+        return _arrow_type(rest[0]) if len(rest) == 1 else None
+    if origin is list:
+        (item,) = get_args(annotation) or (Any,)
+        inner = _scalar_type(item)
+        return pa.list_(inner) if inner is not None else None
+    return _scalar_type(annotation)
+
+
+def schema_for_model(model: type[BaseModel]) -> pa.Schema:
+    """The Arrow schema a model's rows are written with (JSON columns named in metadata)."""
+    fields, json_cols = [], []
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        native = _arrow_type(info.annotation)
+        if native is None:
+            json_cols.append(key)
+        fields.append(pa.field(key, native if native is not None else pa.string()))
+    meta = {JSON_COLUMNS_KEY: json.dumps(json_cols).encode(), MODEL_KEY: model.__name__.encode()}
+    return pa.schema(fields, metadata=meta)
+
+
+def _json_columns(schema: pa.Schema) -> list[str]:
+    raw = (schema.metadata or {}).get(JSON_COLUMNS_KEY)
+    return json.loads(raw) if raw else []
+
+
+def rows_to_table(
+    rows: Sequence[BaseModel] | Sequence[dict[str, Any]], schema: pa.Schema | None = None
+) -> pa.Table:
+    """One Arrow table from records of one model, or from plain dicts (nested types kept)."""
+    models = {type(r) for r in rows if isinstance(r, BaseModel)}
+    if models and (len(models) > 1 or len(models) != len({type(r) for r in rows})):
+        raise StoreError("a shard holds rows of one kind: one pydantic model or plain dicts")
+    if not models:
+        try:
+            return pa.Table.from_pylist(list(rows), schema=schema)  # type: ignore[arg-type]
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise StoreError(f"rows do not fit one Arrow schema: {exc}") from exc
+    schema = schema or schema_for_model(models.pop())
+    json_cols = _json_columns(schema)
+    dumped = []
+    for record in rows:
+        row = record.model_dump(mode="json", by_alias=True)  # type: ignore[union-attr]
+        for col in json_cols:
+            row[col] = json.dumps(row[col], ensure_ascii=False, separators=(",", ":"))
+        dumped.append(row)
+    return pa.Table.from_pylist(dumped, schema=schema)
+
+
+def table_to_rows(
+    table: pa.Table, model: type[BaseModel] | None, where: str
+) -> list[BaseModel] | list[dict[str, Any]]:
+    """Rows back from a table: JSON columns decoded; validated into ``model`` when given."""
+    json_cols = _json_columns(table.schema)
+    rows = table.to_pylist()
+    try:
+        for row in rows:
+            for col in json_cols:
+                if row.get(col) is not None:
+                    row[col] = json.loads(row[col])
+        if model is None:
+            return rows
+        return [model.model_validate(row) for row in rows]
+    except (json.JSONDecodeError, PydanticValidationError) as exc:
+        first = str(exc).splitlines()[0]
+        kind = getattr(model, "__name__", "JSON")
+        raise StoreError(f"{where}: rows do not match {kind}: {first}") from exc
+
+
+def table_to_bytes(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def bytes_to_table(data: bytes, where: str) -> pa.Table:
+    try:
+        return pq.read_table(io.BytesIO(data))
+    except (pa.ArrowException, OSError) as exc:
+        raise StoreError(f"corrupt Parquet part {where}: {str(exc).splitlines()[0]}") from exc
