@@ -1,0 +1,213 @@
+"""Build (or reuse) the test environment of one repository at one commit.
+
+The environment is a uv venv at ``<cache>/envs/<slug>@<commit12>/venv`` with the project
+installed in development mode *at the fixed path* :data:`~swemill.sandbox.base.WORKSPACE`:
+the install is made from a throw-away copy of the working copy, and every path to that copy
+in the venv's import hooks (``*.pth``, editable finders, ``direct_url.json``) is rewritten to
+``/workspace``. Inside an isolating sandbox every workspace and every fork of it appears at
+``/workspace``, so one read-only venv serves them all and always imports the workspace's own
+code. The ``local`` backend has no mounts; there :meth:`RepoEnv.run_env` puts the workspace's
+import roots first on ``PYTHONPATH`` instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swemill.core.errors import EnvBuildError
+from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, write_text_atomic
+from swemill.repo.pyselect import pick_python
+from swemill.repo.recipe import Recipe, detect_recipe, has_tests
+from swemill.repo.relocate import relocate_editable
+from swemill.repo.sources import ResolvedSource
+from swemill.repo.uvbin import find_uv
+from swemill.sandbox.base import WORKSPACE, Bind
+
+__all__ = ["RepoEnv", "build_env", "env_key", "load_env"]
+
+_INSTALL_TIMEOUT_S = 1800
+_LOG_TAIL = 15
+
+
+@dataclass(slots=True, frozen=True)
+class RepoEnv:
+    """A built environment: where it is, what it holds, how to run in it."""
+
+    key: str
+    path: Path
+    repo: str
+    commit: str
+    source_path: Path
+    recipe: Recipe
+    python_version: str
+    base_prefix: Path
+    import_roots: list[str] = field(default_factory=list)
+    """Workspace-relative directories the project imports from (``.`` or ``src``)."""
+
+    @property
+    def venv(self) -> Path:
+        return self.path / "venv"
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    @property
+    def baseline_path(self) -> Path:
+        return self.path / "baseline.json"
+
+    def binds(self) -> list[Bind]:
+        """Read-only binds a sandbox needs: the venv and its base interpreter, at host paths."""
+        out = [Bind(host=self.venv, inside=str(self.venv))]
+        if self.base_prefix.resolve() != Path(sys.base_prefix).resolve():
+            out.append(Bind(host=self.base_prefix, inside=str(self.base_prefix)))
+        return out
+
+    def run_env(self, workdir: str) -> dict[str, str]:
+        """Environment variables for commands run in this env, the workspace seen at ``workdir``.
+
+        Bytecode is never written: a stale ``.pyc`` with the same size and mtime as a mutated
+        source file would hide the mutation, and pyc files must not leak into workspaces.
+        """
+        env = {
+            "PATH": f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "VIRTUAL_ENV": str(self.venv),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+            "PYTHONNOUSERSITE": "1",
+        }
+        if workdir != WORKSPACE:
+            roots = self.import_roots or ["."]
+            env["PYTHONPATH"] = ":".join(os.path.normpath(f"{workdir}/{r}") for r in roots)
+        return env
+
+
+def env_key(src: ResolvedSource) -> str:
+    return f"{slugify(src.repo)}@{src.commit[:12]}"
+
+
+def load_env(path: Path, src_path: Path) -> RepoEnv | None:
+    """The complete environment at ``path``, or None (``env.json`` is written last)."""
+    try:
+        meta = json.loads((path / "env.json").read_text())
+        recipe = Recipe.model_validate_json((path / "recipe.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    if not (path / "venv" / "bin" / "python").exists():
+        return None
+    return RepoEnv(key=meta["key"], path=path, repo=meta["repo"], commit=meta["commit"],
+                   source_path=src_path, recipe=recipe, python_version=meta["python_version"],
+                   base_prefix=Path(meta["base_prefix"]), import_roots=meta["import_roots"])
+
+
+def build_env(src: ResolvedSource, *, cache: Path | None = None, recipe: Recipe | None = None,
+              rebuild: bool = False) -> RepoEnv:
+    """Return the environment of ``src``, building it unless a matching one is cached.
+
+    A given ``recipe`` overrides detection; a cached env built from another recipe is rebuilt.
+    """
+    if not has_tests(src.path):
+        raise EnvBuildError(f"no tests found in {src.repo} ({src.path}): nothing to run")
+    recipe = recipe or detect_recipe(src.path)
+    root = cache_root(cache)
+    key = env_key(src)
+    final = root / "envs" / key
+    with entry_lock(root, f"env-{key}"):
+        env = load_env(final, src.path)
+        if env is not None and not rebuild and env.recipe == recipe:
+            return env
+        with atomic_dir(final, replace=True) as tmp:
+            _build_into(tmp, final, src, recipe)
+    env = load_env(final, src.path)
+    if env is None:  # pragma: no cover - a rename that succeeded always leaves env.json
+        raise EnvBuildError(f"environment {key} vanished after it was built")
+    return env
+
+
+def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> None:
+    uv = find_uv()
+    if uv is None:
+        raise EnvBuildError("uv is not installed; run: python3 -m pip install uv")
+    log = tmp / "build.log"
+    interp, version, base_prefix, why = pick_python(recipe, uv)
+    if why:
+        recipe = recipe.model_copy(update={"evidence": [*recipe.evidence, why]})
+    _run([uv, "venv", "--relocatable", "--no-python-downloads", "--python", interp,
+          str(tmp / "venv")], log, src)
+    work = tmp / "build-src"  # the install's own copy: the cached working copy stays clean
+    shutil.copytree(src.path, work, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    _run(_install_cmd(uv, tmp / "venv", work, recipe), log, src, cwd=work)
+    roots = relocate_editable(tmp / "venv", work, WORKSPACE) if recipe.editable else []
+    if not recipe.editable or not roots:
+        roots = _fallback_pth(tmp / "venv", work)
+    shutil.rmtree(work)
+    _compile(tmp / "venv", final / "venv", log, src)
+    write_text_atomic(tmp / "recipe.json", recipe.model_dump_json(indent=2) + "\n")
+    meta = {"key": final.name, "repo": src.repo, "commit": src.commit, "spec": src.spec,
+            "python_version": version, "base_prefix": str(base_prefix), "import_roots": roots}
+    write_text_atomic(tmp / "env.json", json.dumps(meta, indent=2) + "\n")
+
+
+def _install_cmd(uv: str, venv: Path, work: Path, recipe: Recipe) -> list[str]:
+    cmd = [uv, "pip", "install", "--python", str(venv / "bin" / "python"), "--no-progress"]
+    if recipe.editable and _is_project(work):
+        extras = f"[{','.join(recipe.extras)}]" if recipe.extras else ""
+        cmd += ["-e", f"{work}{extras}"]
+    for req in recipe.requirement_files:
+        cmd += ["-r", str(work / req)]
+    return cmd + recipe.all_packages()
+
+
+def _is_project(path: Path) -> bool:
+    return any((path / f).is_file() for f in ("pyproject.toml", "setup.py", "setup.cfg"))
+
+
+def _fallback_pth(venv: Path, work: Path) -> list[str]:
+    """No installable project: make the workspace root (or ``src``) importable by a .pth."""
+    root = "src" if (work / "src").is_dir() and not (work / "tests" / "__init__.py").exists() \
+        else "."
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "_swemill_workspace.pth").write_text(os.path.normpath(f"{WORKSPACE}/{root}") + "\n")
+    return [root]
+
+
+def _compile(venv: Path, final_venv: Path, log: Path, src: ResolvedSource) -> None:
+    """Precompile the venv with the paths it will have after the rename (start-up matters)."""
+    site = next(venv.glob("lib/python*/site-packages"))
+    final_site = final_venv / site.relative_to(venv)
+    _run([str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j", "0",
+          "-s", str(site), "-p", str(final_site), str(site)], log, src, check=False)
+
+
+def _run(cmd: list[str], log: Path, src: ResolvedSource, *, cwd: Path | None = None,
+         check: bool = True) -> None:
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "PYTHONDONTWRITEBYTECODE": "1",
+           "VIRTUAL_ENV": ""}
+    env.pop("VIRTUAL_ENV")
+    with open(log, "a") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                  timeout=_INSTALL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _fail(f"install of {src.repo} did not finish within {_INSTALL_TIMEOUT_S} s", log)
+    if check and proc.returncode != 0:
+        _fail(f"install of {src.repo}@{src.commit[:12]} failed (exit {proc.returncode})", log)
+
+
+def _fail(summary: str, log: Path) -> None:
+    """Raise with the log's tail, keeping a copy of the log outside the doomed temp dir."""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    tail = lines[-_LOG_TAIL:]
+    last = next((ln.strip() for ln in reversed(tail) if not ln.startswith("$ ")), "")
+    kept = log.parent.parent.parent / "logs" / f"{log.parent.name.lstrip('.')}.build.log"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(log, kept)
+    raise EnvBuildError(f"{summary}: {last}\n" + "\n".join(tail) + f"\n(full log: {kept})")

@@ -1,0 +1,294 @@
+"""The install recipe of a repository, detected from its files and stored as ``recipe.json``.
+
+Detection looks, in order, at pyproject extras and dependency groups, requirements files,
+setup.cfg / setup.py extras, tox.ini deps and the pytest configuration. Test-named groups win;
+dev-named ones are used only when there is no test group, and then without the lint, docs and
+release tools they usually carry (they cost minutes to install and never run a test).
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import re
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swemill.core.errors import ConfigError
+
+__all__ = ["Recipe", "detect_recipe", "load_recipe", "has_tests"]
+
+TEST_NAMES = ("test", "tests", "testing")
+DEV_NAMES = ("dev", "develop", "development")
+ALWAYS = ("pytest", "coverage")
+_NOT_FOR_TESTS = re.compile(
+    r"^(sphinx|furo|myst|mkdocs|black|flake8|ruff|isort|pylint|mypy|pyright|pre-commit|twine|"
+    r"flit|build|wheel|setuptools|tox|nox|bump|towncrier|codecov|coveralls|docutils|readme|"
+    r"check-manifest|ipython|ipdb|jupyter|types-|pydocstyle|pycodestyle|autopep8|yapf)",
+    re.I,
+)
+# Options in a repo's addopts that would change what we measure or how we read it.
+_DROP_OPTS = {"-x", "--exitfirst", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
+              "--stepwise", "--pdb", "-q", "-v", "-vv", "--quiet", "--verbose", "--cov-append"}
+_DROP_WITH_VALUE = {"-n", "--numprocesses", "--dist", "--maxfail", "--cov", "--cov-report",
+                    "--cov-config", "--cov-fail-under", "--junitxml", "--junit-xml", "-p",
+                    "--timeout", "--durations", "--reruns", "--randomly-seed"}
+_OPT_PLUGINS = {"asyncio_mode": "pytest-asyncio", "timeout": "pytest-timeout",
+                "mock_use_standalone_module": "pytest-mock"}
+
+
+class Recipe(BaseModel):
+    """How to install a repository for its tests and how to run them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    python: str | None = None
+    """Interpreter request (a path or a version); ``None``: the one swemill runs on."""
+    requires_python: str | None = None
+    editable: bool = True
+    """Install the project itself in development mode (so it imports from the workspace)."""
+    extras: list[str] = Field(default_factory=list)
+    """Extras of the project to install with it (``.[test]``)."""
+    requirement_files: list[str] = Field(default_factory=list)
+    """Requirement files, relative to the repository root, installed with ``-r``."""
+    packages: list[str] = Field(default_factory=list)
+    """Further requirement strings; pytest and coverage are always added."""
+    pytest_args: list[str] = Field(default_factory=list)
+    """Replaces the repo's ``addopts`` (filtered of options that change what is measured)."""
+    test_paths: list[str] = Field(default_factory=list)
+    evidence: list[str] = Field(default_factory=list)
+    """Which files each part of the recipe came from."""
+
+    def all_packages(self) -> list[str]:
+        have = {_req_name(p) for p in self.packages}
+        return [*self.packages, *(p for p in ALWAYS if p not in have)]
+
+
+def load_recipe(path: Path) -> Recipe:
+    """Read a user's recipe file (``--recipe FILE``), JSON or TOML."""
+    try:
+        text = path.read_text()
+        if path.suffix == ".toml":
+            return Recipe.model_validate(tomllib.loads(text))
+        return Recipe.model_validate_json(text)
+    except FileNotFoundError:
+        raise ConfigError(f"no such recipe file: {path}") from None
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ConfigError(f"recipe file {path} is not a valid recipe: {first}") from None
+
+
+def _req_name(req: str) -> str:
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else req
+
+
+def _useful(reqs: list[str]) -> list[str]:
+    return [r for r in reqs if r.strip() and not _NOT_FOR_TESTS.match(r.strip())]
+
+
+def has_tests(root: Path) -> bool:
+    """Whether the tree holds any pytest-style test file (checked before a costly build)."""
+    for pattern in ("test_*.py", "*_test.py", "tests.py"):
+        for path in root.rglob(pattern):
+            if not any(part.startswith(".") or part in ("build", "dist") for part in
+                       path.relative_to(root).parts):
+                return True
+    return False
+
+
+def detect_recipe(root: Path) -> Recipe:
+    """Read the repository at ``root`` and return the recipe its files imply."""
+    r = Recipe()
+    pyproject = _toml(root / "pyproject.toml")
+    _from_pyproject(pyproject, r)
+    _from_requirements(root, r)
+    _from_setup(root, r)
+    _from_tox(root, r)
+    _pytest_config(root, pyproject, r)
+    r.packages = list(dict.fromkeys(r.packages))
+    r.extras = list(dict.fromkeys(r.extras))
+    return r
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (FileNotFoundError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return {}
+
+
+def _from_pyproject(data: dict[str, Any], r: Recipe) -> None:
+    project = data.get("project", {})
+    if isinstance(project.get("requires-python"), str):
+        r.requires_python = project["requires-python"]
+        r.evidence.append(f"pyproject.toml: requires-python {r.requires_python}")
+    extras = project.get("optional-dependencies", {})
+    test = [k for k in extras if k.lower() in TEST_NAMES]
+    if test:
+        r.extras += test
+        r.evidence.append(f"pyproject.toml: extras {test}")
+    else:
+        for k in (k for k in extras if k.lower() in DEV_NAMES):
+            r.packages += _useful(extras[k])
+            r.evidence.append(f"pyproject.toml: dev extra {k!r} (test tools only)")
+    groups = data.get("dependency-groups", {})
+    names = [k for k in groups if k.lower() in TEST_NAMES] or [
+        k for k in groups if k.lower() in DEV_NAMES]
+    for k in names:
+        r.packages += _useful(_expand_group(groups, k, set()))
+        r.evidence.append(f"pyproject.toml: dependency group {k!r}")
+
+
+def _expand_group(groups: dict[str, Any], name: str, seen: set[str]) -> list[str]:
+    if name in seen:
+        return []
+    seen.add(name)
+    out: list[str] = []
+    for item in groups.get(name, []):
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict) and "include-group" in item:
+            out += _expand_group(groups, item["include-group"], seen)
+    return out
+
+
+def _from_requirements(root: Path, r: Recipe) -> None:
+    files = sorted({p for pat in ("*requirements*.txt", "requirements/*.txt", "requirements*/*.txt")
+                    for p in root.glob(pat) if p.is_file()})
+    rel = [p.relative_to(root).as_posix() for p in files]
+    test = [f for f in rel if "test" in f.lower()]
+    if test:
+        r.requirement_files += test
+        r.evidence.append(f"requirement files {test}")
+        return
+    for f in (f for f in rel if any(d in f.lower() for d in DEV_NAMES)):
+        lines = [ln.split("#")[0].strip() for ln in (root / f).read_text().splitlines()]
+        r.packages += _useful([ln for ln in lines if ln and not ln.startswith("-")])
+        r.evidence.append(f"{f} (test tools only)")
+
+
+def _from_setup(root: Path, r: Recipe) -> None:
+    cfg = configparser.ConfigParser(interpolation=None)
+    try:
+        cfg.read(root / "setup.cfg")
+    except configparser.Error:
+        cfg = configparser.ConfigParser()
+    if cfg.has_section("options.extras_require"):
+        keys = [k for k in cfg["options.extras_require"] if k.lower() in TEST_NAMES]
+        r.extras += keys
+        if keys:
+            r.evidence.append(f"setup.cfg: extras {keys}")
+    if cfg.has_option("options", "python_requires") and not r.requires_python:
+        r.requires_python = cfg["options"]["python_requires"].strip()
+    if (root / "setup.py").is_file():
+        _from_setup_py(root / "setup.py", r)
+
+
+def _from_setup_py(path: Path, r: Recipe) -> None:
+    try:
+        tree = ast.parse(path.read_text())
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.keyword):
+            continue
+        value = _literal(node.value)
+        if node.arg == "extras_require" and isinstance(value, dict):
+            keys = [k for k in value if isinstance(k, str) and k.lower() in TEST_NAMES]
+            r.extras += keys
+            if keys:
+                r.evidence.append(f"setup.py: extras {keys}")
+        elif node.arg == "tests_require" and isinstance(value, list | tuple):
+            r.packages += [v for v in value if isinstance(v, str)]
+            r.evidence.append("setup.py: tests_require")
+        elif node.arg == "python_requires" and isinstance(value, str) and not r.requires_python:
+            r.requires_python = value
+            r.evidence.append(f"setup.py: python_requires {value}")
+
+
+def _literal(node: ast.AST) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        return None
+
+
+def _from_tox(root: Path, r: Recipe) -> None:
+    cfg = _ini(root / "tox.ini")
+    if not cfg.has_section("testenv"):
+        return
+    env = cfg["testenv"]
+    for line in env.get("deps", "").splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("-r"):
+            req = line[2:].strip().replace("{toxinidir}/", "")
+            if "{" not in req and (root / req).is_file() and req not in r.requirement_files:
+                r.requirement_files.append(req)
+        elif line and "{" not in line and not line.startswith(("-", ".")) and ":" not in line:
+            r.packages += _useful([line])
+    extras = [e.strip() for e in re.split(r"[,\s]+", env.get("extras", "")) if e.strip()]
+    r.extras += [e for e in extras if "{" not in e and ":" not in e]
+    r.evidence.append("tox.ini: [testenv] deps/extras")
+
+
+def _ini(path: Path) -> configparser.ConfigParser:
+    cfg = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        cfg.read(path)
+    except (configparser.Error, UnicodeDecodeError):
+        return configparser.ConfigParser()
+    return cfg
+
+
+def _pytest_config(root: Path, pyproject: dict[str, Any], r: Recipe) -> None:
+    """Find the config pytest would use (same precedence) and keep its safe addopts."""
+    section: dict[str, Any] | None = None
+    for name, sect in (("pytest.ini", "pytest"), (".pytest.ini", "pytest")):
+        cfg = _ini(root / name)
+        if cfg.has_section(sect):
+            section, where = dict(cfg[sect]), name
+            break
+    else:
+        opts = pyproject.get("tool", {}).get("pytest", {}).get("ini_options")
+        if isinstance(opts, dict):
+            section, where = opts, "pyproject.toml"
+        else:
+            for name, sect in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+                cfg = _ini(root / name)
+                if cfg.has_section(sect):
+                    section, where = dict(cfg[sect]), name
+                    break
+    if section is None:
+        return
+    addopts = section.get("addopts", "")
+    args = shlex.split(addopts) if isinstance(addopts, str) else [str(a) for a in addopts]
+    r.pytest_args = filter_addopts(args)
+    paths = section.get("testpaths", [])
+    r.test_paths = paths.split() if isinstance(paths, str) else [str(p) for p in paths]
+    r.packages += [pkg for key, pkg in _OPT_PLUGINS.items() if key in section]
+    req = section.get("required_plugins", "")
+    r.packages += req.split() if isinstance(req, str) else [str(p) for p in req]
+    r.evidence.append(f"{where}: pytest configuration")
+
+
+def filter_addopts(args: list[str]) -> list[str]:
+    """Drop options that stop early, parallelise, randomise, or add coverage of their own."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _DROP_WITH_VALUE or (name.startswith("-n") and name[2:].isdigit()):
+            skip = "=" not in arg and name == arg and not name[2:].isdigit()
+            continue
+        if name in _DROP_OPTS or name.startswith(("--cov", "--random", "-p")):
+            continue
+        out.append(arg)
+    return out
