@@ -119,7 +119,8 @@ def git(root: Path, *args: str, check: bool = True) -> str:
     }
     proc = subprocess.run(
         ["git", "-c", "core.quotepath=off", *args],
-        cwd=root, capture_output=True, text=True, env=env, check=False,
+        cwd=root, capture_output=True, env=env, check=False,
+        encoding="utf-8", errors="surrogateescape",  # bytes that are not UTF-8 survive
     )
     if check and proc.returncode != 0:
         raise SynthesisError(f"git {args[0]} failed in {root}: {proc.stderr.strip()[:200]}")
