@@ -1,0 +1,126 @@
+"""The baseline: the suite at the base commit, run several times, plus the coverage map.
+
+Each run gets a fresh copy of the working copy (tests may write files). The first run records
+per-test coverage contexts; durations are medians over all runs; a test whose outcome differs
+between runs (or that is missing from one) is flaky and never used as FAIL_TO_PASS or
+PASS_TO_PASS. Start-up is measured as the wall time of running the fastest passing test minus
+that test's own duration. The result is saved as ``baseline.json`` next to the environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import statistics
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from swemill.core.errors import TestRunError
+from swemill.core.records import Baseline, TestStatus
+from swemill.repo.cache import write_text_atomic
+from swemill.repo.envbuild import RepoEnv
+from swemill.sandbox.base import Sandbox
+from swemill.testing.covermap import build_coverage_map
+from swemill.testing.report import TestRunReport
+from swemill.testing.runner import command_line, run_tests
+
+__all__ = ["run_baseline", "combine_runs", "load_baseline", "fresh_sandbox"]
+
+Step = Callable[[str], None]
+
+
+def load_baseline(env: RepoEnv) -> Baseline | None:
+    try:
+        return Baseline.model_validate_json(env.baseline_path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def fresh_sandbox(env: RepoEnv, backend: str = "auto") -> Iterator[Sandbox]:
+    """A sandbox over a private copy of the env's working copy, deleted afterwards."""
+    from swemill.sandbox import open_sandbox
+
+    tmp = Path(tempfile.mkdtemp(prefix="swemill-ws-"))
+    try:
+        ws = tmp / "ws"
+        shutil.copytree(env.source_path, ws, symlinks=True)
+        with open_sandbox(ws, backend=backend, binds=env.binds()) as sb:
+            yield sb
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_baseline(env: RepoEnv, *, backend: str = "auto", runs: int = 3,
+                 suite_timeout: float = 900.0, rebuild: bool = False,
+                 step: Step | None = None) -> Baseline:
+    """Return the env's baseline, running the suite ``runs`` times unless one is saved."""
+    cached = None if rebuild else load_baseline(env)
+    if cached is not None:
+        return cached
+    say = step or (lambda _msg: None)
+    reports: list[TestRunReport] = []
+    for i in range(runs):
+        say(f"baseline run {i + 1}/{runs}" + (" (with coverage)" if i == 0 else ""))
+        with fresh_sandbox(env, backend) as sb:
+            report = run_tests(sb, env, None, timeout=suite_timeout, coverage=i == 0)
+        _check(report, env, suite_timeout, i + 1)
+        reports.append(report)
+    outcomes, durations, flaky = combine_runs(reports)
+    say("measuring start-up")
+    startup = measure_startup(env, backend, outcomes, durations)
+    baseline = Baseline(
+        repo=env.repo, commit=env.commit, env_key=env.key, runs=runs, outcomes=outcomes,
+        durations_s=durations, flaky=flaky,
+        coverage=build_coverage_map(reports[0].coverage, env.source_path),
+        suite_wall_s=round(statistics.median(r.wall_s for r in reports[1:] or reports), 3),
+        startup_s=startup, test_cmd=command_line(env, "/workspace"),
+    )
+    write_text_atomic(env.baseline_path, baseline.model_dump_json(indent=2) + "\n")
+    return baseline
+
+
+def _check(report: TestRunReport, env: RepoEnv, suite_timeout: float, run: int) -> None:
+    if report.timed_out:
+        raise TestRunError(f"the test suite of {env.repo} did not finish within "
+                           f"{suite_timeout:.0f} s (raise it with --suite-timeout)")
+    if report.exit_code == 5 or (report.trustworthy and not report.results):
+        raise TestRunError(f"pytest collected no tests in {env.repo}: nothing to run")
+    if not report.trustworthy:
+        raise TestRunError(f"baseline run {run} of {env.repo} cannot be trusted: "
+                           f"{report.problem}")
+
+
+def combine_runs(reports: list[TestRunReport]
+                 ) -> tuple[dict[str, TestStatus], dict[str, float], list[str]]:
+    """Outcomes (first run's), median durations, and the flaky tests, over several runs."""
+    ids: dict[str, None] = {}
+    for r in reports:
+        ids.update(dict.fromkeys(r.results))
+    outcomes: dict[str, TestStatus] = {}
+    durations: dict[str, float] = {}
+    flaky: list[str] = []
+    for nodeid in ids:
+        seen = [r.results.get(nodeid) for r in reports]
+        present = [s for s in seen if s is not None]
+        if len({s.outcome for s in present}) > 1 or len(present) < len(seen):
+            flaky.append(nodeid)
+        outcomes[nodeid] = present[0].outcome
+        durations[nodeid] = round(statistics.median(s.duration_s for s in present), 6)
+    return outcomes, durations, sorted(flaky)
+
+
+def measure_startup(env: RepoEnv, backend: str, outcomes: dict[str, TestStatus],
+                    durations: dict[str, float], repeats: int = 3) -> float:
+    """Wall time of a one-test run minus that test's duration (median of ``repeats``)."""
+    passing = [n for n, o in outcomes.items() if o == "passed"]
+    if not passing:
+        return 0.0
+    fastest = min(passing, key=lambda n: durations.get(n, 0.0))
+    samples: list[float] = []
+    with fresh_sandbox(env, backend) as sb:
+        for _ in range(repeats):
+            r = run_tests(sb, env, [fastest], timeout=120.0)
+            samples.append(max(0.0, r.wall_s - r.results[fastest].duration_s))
+    return round(statistics.median(samples), 3)

@@ -1,0 +1,158 @@
+"""swemill's pytest reporter, loaded with ``-p _swemill_report`` inside the repo's own venv.
+
+It is copied into the environment's site-packages, so it must run on any Python >= 3.8 and
+pytest >= 6 and import nothing but the standard library, pytest and (if asked) coverage.
+
+Settings come from the environment:
+
+- ``SWEMILL_REPORT``: file to append JSON lines to, one per test, plus start/finish lines.
+- ``SWEMILL_NONCE``: stamped on every line, so lines not written by this plugin stand out.
+- ``SWEMILL_SELECT``: file of node ids, one per line; every other collected item is deselected.
+- ``SWEMILL_COVERAGE``: file to write per-test covered lines to (coverage.py dynamic contexts).
+"""
+
+import json
+import os
+
+import pytest
+
+_REPORT = os.environ.get("SWEMILL_REPORT")
+_NONCE = os.environ.get("SWEMILL_NONCE", "")
+_SELECT = os.environ.get("SWEMILL_SELECT")
+_COVER = os.environ.get("SWEMILL_COVERAGE")
+_MSG_MAX = 600
+
+_state = {"fh": None, "cov": None, "phases": {}}
+
+
+def _emit(obj):
+    fh = _state["fh"]
+    if fh is None and _REPORT:
+        # Held open for the whole session and flushed per line: a killed run keeps its lines.
+        fh = _state["fh"] = open(_REPORT, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+    if fh is not None:
+        obj["n"] = _NONCE
+        fh.write(json.dumps(obj) + "\n")
+        fh.flush()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    # Start measuring before conftest files import the project, as pytest-cov does.
+    if _COVER and _state["cov"] is None:
+        import coverage
+
+        cov = coverage.Coverage(data_file=None, source=[os.getcwd()], config_file=False)
+        cov.start()
+        _state["cov"] = cov
+
+
+def pytest_sessionstart(session):
+    import platform
+
+    _emit({"kind": "start", "pytest": pytest.__version__, "python": platform.python_version()})
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if not _SELECT:
+        return
+    with open(_SELECT, encoding="utf-8") as fh:
+        wanted = {line.rstrip("\n") for line in fh if line.strip()}
+    keep = [i for i in items if i.nodeid in wanted]
+    drop = [i for i in items if i.nodeid not in wanted]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+    items[:] = keep
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _emit({"kind": "collect", "nodeid": report.nodeid, "outcome": "error",
+               "message": _message(report)})
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _state["phases"][nodeid] = {}
+    if _state["cov"] is not None:
+        _state["cov"].switch_context(nodeid)
+
+
+def pytest_runtest_logreport(report):
+    _state["phases"].setdefault(report.nodeid, {})[report.when] = report
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if _state["cov"] is not None:
+        _state["cov"].switch_context("")
+    phases = _state["phases"].pop(nodeid, {})
+    outcome, message = _outcome(phases)
+    duration = sum(getattr(r, "duration", 0.0) for r in phases.values())
+    _emit({"kind": "test", "nodeid": nodeid, "outcome": outcome,
+           "duration": round(duration, 6), "message": message})
+
+
+def _outcome(phases):
+    setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
+    if setup is None:
+        return "error", "no setup report"
+    if setup.failed:
+        return "error", _message(setup)
+    if setup.skipped:
+        return ("xfailed" if hasattr(setup, "wasxfail") else "skipped"), _message(setup)
+    outcome, message = "error", "no call report"
+    if call is not None:
+        if hasattr(call, "wasxfail"):
+            outcome = "xfailed" if call.skipped else "xpassed"
+        else:
+            outcome = "failed" if call.failed else ("skipped" if call.skipped else "passed")
+        message = _message(call) if outcome != "passed" else ""
+    if teardown is not None and teardown.failed and outcome in ("passed", "xpassed", "skipped"):
+        return "error", _message(teardown)
+    return outcome, message
+
+
+def _message(report):
+    longrepr = report.longrepr
+    if longrepr is None:
+        return getattr(report, "wasxfail", "") or ""
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])[:_MSG_MAX]
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        return str(crash.message)[:_MSG_MAX]
+    text = str(longrepr).strip().splitlines()
+    return "\n".join(text[-3:])[:_MSG_MAX]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    cov = _state["cov"]
+    if cov is not None:
+        cov.stop()
+        _write_coverage(cov)
+    _emit({"kind": "finish", "exitstatus": int(exitstatus),
+           "collected": getattr(session, "testscollected", 0)})
+    if _state["fh"] is not None:
+        _state["fh"].close()
+        _state["fh"] = None
+
+
+def _write_coverage(cov):
+    data = cov.get_data()
+    root = os.getcwd()
+    files = {}
+    for path in data.measured_files():
+        rel = os.path.relpath(path, root)
+        if rel.startswith(".."):
+            continue
+        per_test = {}
+        for line, contexts in data.contexts_by_lineno(path).items():
+            for ctx in contexts:
+                if ctx:
+                    per_test.setdefault(ctx, []).append(line)
+        if per_test:
+            files[rel.replace(os.sep, "/")] = {k: sorted(v) for k, v in per_test.items()}
+    tmp = _COVER + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"n": _NONCE, "files": files}, fh)
+    os.replace(tmp, _COVER)

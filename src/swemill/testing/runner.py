@@ -1,0 +1,116 @@
+"""Run pytest inside a sandbox and judge the result (see :mod:`swemill.testing.report`).
+
+Running and judging are apart: :func:`run_tests` executes and collects the raw report and
+exit code, then calls the pure :func:`~swemill.testing.report.parse_report`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from swemill.core.errors import TestRunError
+from swemill.repo.cache import write_text_atomic
+from swemill.repo.envbuild import RepoEnv
+from swemill.sandbox.base import Sandbox
+from swemill.testing.report import TestRunReport, parse_report
+
+__all__ = ["run_tests", "pytest_argv", "ensure_plugin", "PLUGIN_MODULE"]
+
+PLUGIN_MODULE = "_swemill_report"
+_PLUGIN_SRC = Path(__file__).with_name("pytest_plugin.py")
+_MAX_FILE_ARGS = 500
+
+
+def ensure_plugin(env: RepoEnv) -> None:
+    """Put the current reporter into the env's site-packages (host side; read-only inside)."""
+    site = next(env.venv.glob("lib/python*/site-packages"))
+    target = site / f"{PLUGIN_MODULE}.py"
+    code = _PLUGIN_SRC.read_text()
+    if not target.exists() or target.read_text() != code:
+        write_text_atomic(target, code)
+
+
+def pytest_argv(env: RepoEnv, workdir: str, paths: Sequence[str] = ()) -> list[str]:
+    """The pytest command line: the repo's filtered addopts, random order and caches off."""
+    return [
+        str(env.python), "-m", "pytest", "-p", PLUGIN_MODULE,
+        "-p", "no:randomly", "-p", "no:random_order", "-p", "no:cacheprovider",
+        "-o", "addopts=", *env.recipe.pytest_args,
+        f"--rootdir={workdir}", "--continue-on-collection-errors",
+        "-q", "--tb=short", "--color=no", *paths,
+    ]
+
+
+def _file_args(nodeids: Sequence[str]) -> list[str]:
+    files = list(dict.fromkeys(n.split("::")[0] for n in nodeids))
+    # Too many to pass: collect everything and let the reporter deselect.
+    return files if len(files) <= _MAX_FILE_ARGS else []
+
+
+def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *,
+              timeout: float, coverage: bool = False) -> TestRunReport:
+    """Run the whole suite (``nodeids`` None) or exactly ``nodeids``, and judge the run.
+
+    An empty ``nodeids`` list runs nothing and returns an empty, trustworthy report.
+    """
+    if nodeids is not None and not nodeids:
+        return TestRunReport(results={}, exit_code=0, trustworthy=True)
+    ensure_plugin(env)
+    token = uuid.uuid4().hex
+    rel = f".swemill-run-{token[:12]}"
+    inside = f"{sb.workdir}/{rel}"
+    env_vars = {**env.run_env(sb.workdir), "HOME": "/tmp", "LANG": "C.UTF-8",
+                "SWEMILL_REPORT": f"{inside}/report.jsonl", "SWEMILL_NONCE": token}
+    paths: list[str] = []
+    if nodeids is not None:
+        sb.write_file(f"{rel}/select.txt", "\n".join(nodeids) + "\n")
+        env_vars["SWEMILL_SELECT"] = f"{inside}/select.txt"
+        paths = _file_args(nodeids)
+    else:
+        sb.write_file(f"{rel}/.keep", "")
+    if coverage:
+        env_vars["SWEMILL_COVERAGE"] = f"{inside}/coverage.json"
+    argv = pytest_argv(env, sb.workdir, paths)
+    try:
+        res = sb.exec(argv, timeout=timeout, env=env_vars, cwd=sb.workdir)
+        text = _read(sb, f"{rel}/report.jsonl")
+        cov_text = _read(sb, f"{rel}/coverage.json") if coverage else ""
+    finally:
+        shutil.rmtree(sb.workspace / rel, ignore_errors=True)
+    report = parse_report(text, res.exit_code, nonce=token, selected=nodeids,
+                          timed_out=res.timed_out, killed_reason=res.killed_reason,
+                          wall_s=res.wall_s)
+    if coverage and report.trustworthy:
+        report.coverage = _coverage(cov_text, token)
+    if not text and not res.timed_out and res.killed_reason is None:
+        tail = (res.stderr or res.stdout).strip().splitlines()[-5:]
+        report.problem = f"pytest did not start (exit {res.exit_code}): " + " | ".join(tail)
+        report.trustworthy = False
+    return report
+
+
+def _read(sb: Sandbox, rel: str) -> str:
+    path = sb.workspace / rel  # the workspace is a host directory for every backend
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+def _coverage(text: str, nonce: str) -> dict[str, dict[str, list[int]]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise TestRunError("the coverage run left no readable coverage data") from None
+    if data.get("n") != nonce:
+        raise TestRunError("the coverage data was not written by this run")
+    return data["files"]
+
+
+def command_line(env: RepoEnv, workdir: str) -> str:
+    """The suite's command as a person would type it in the sandbox (for records and docs)."""
+    argv = pytest_argv(env, workdir)
+    argv[0] = "python"
+    return shlex.join(argv)
