@@ -1,0 +1,165 @@
+"""Problem statements written from the failing tests alone.
+
+The default writer sees only test ids and what the failures report (assertion text, the
+exception line). It never sees the bug patch, the golden patch or the changed code, so it
+cannot leak them; it also drops traceback lines that point into the source (``file.py:NN``,
+pytest's ``>`` source excerpts), since where the bug lives is the policy's job to find.
+
+A model can write the statement instead through :class:`PolicyProblemWriter`, which hands it
+the same evidence and nothing more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from swemill.core.errors import PolicyError
+from swemill.core.records import Message, TestResult, TextBlock
+
+__all__ = [
+    "FailingTest",
+    "PolicyProblemWriter",
+    "ProblemWriter",
+    "TemplateProblemWriter",
+    "evidence",
+    "scripted_completion",
+    "write_problem_statement",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FailingTest:
+    """A failing test as the writer sees it: its node id and its failure text."""
+
+    nodeid: str
+    message: str = ""
+
+
+Failure = FailingTest | TestResult | str
+
+_LOCATION = re.compile(r"\.pyx?:\d+|^\s*File \"|^\s*>|^_{3,}|^\s*(def|class) ")
+_DIFF = re.compile(r"^(diff --git |@@ |\+\+\+ |--- |index [0-9a-f]+\.\.)")
+_EXC = re.compile(r"^[\w.]*(Error|Exception|Warning|Exit|Interrupt)\b|^assert\b|^Failed\b")
+
+_OPENINGS = (
+    "Some behaviour of {repo} is broken: {n} test{s} that should pass now fail{v}.",
+    "{n} test{s} in {repo} fail{v}, though the behaviour they check is meant to work.",
+    "A regression in {repo} makes {n} test{s} fail.",
+)
+
+
+def _as_failure(item: Failure) -> FailingTest:
+    if isinstance(item, FailingTest):
+        return item
+    if isinstance(item, TestResult):
+        return FailingTest(item.nodeid, item.message)
+    return FailingTest(str(item))
+
+
+def evidence(message: str, max_lines: int = 8, width: int = 200) -> list[str]:
+    """The lines of a failure text worth showing: assertion and exception lines only."""
+    lines = message.splitlines()
+    picked = [ln[1:].strip() for ln in lines if ln.startswith("E ") or ln == "E"]
+    if not picked:
+        picked = [ln.strip() for ln in lines if _EXC.search(ln.strip())]
+    if not picked and lines and not _LOCATION.search(lines[0]):
+        picked = [lines[0].strip()]
+    out = [ln[:width] for ln in picked if ln and not _LOCATION.search(ln) and not _DIFF.match(ln)]
+    return out[:max_lines]
+
+
+def write_problem_statement(
+    failures: Sequence[Failure], repo: str, *, max_tests: int = 8, max_lines: int = 8
+) -> str:
+    """A deterministic issue-style text from failing test ids and their failure messages."""
+    tests = sorted({f.nodeid: f for f in map(_as_failure, failures)}.values(),
+                   key=lambda f: f.nodeid)
+    if not tests:
+        return f"Something in {repo} is broken. Find the fault and fix it."
+    n = len(tests)
+    pick = int(hashlib.sha256("\n".join(t.nodeid for t in tests).encode()).hexdigest(), 16)
+    opening = _OPENINGS[pick % len(_OPENINGS)].format(
+        repo=repo, n=n, s="" if n == 1 else "s", v="s" if n == 1 else ""
+    )
+    parts = [opening, "", "Failing tests:"]
+    parts += [f"- {t.nodeid}" for t in tests[:max_tests]]
+    if n > max_tests:
+        parts.append(f"- ... and {n - max_tests} more")
+    shown = [(t, evidence(t.message, max_lines)) for t in tests[:max_tests]]
+    if any(ev for _, ev in shown):
+        parts += ["", "What the failures report:"]
+        for t, ev in shown:
+            if ev:
+                parts += ["", f"{t.nodeid}:", *(f"    {ln}" for ln in ev)]
+    parts += [
+        "",
+        "Fix the library code so that these tests pass. Do not change the tests; "
+        "behaviour that other tests check must stay as it is.",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+class ProblemWriter(Protocol):
+    """Writes the statement a policy sees, from the failing tests only."""
+
+    def write(self, failures: Sequence[Failure], repo: str) -> str: ...
+
+
+class TemplateProblemWriter:
+    """The default: :func:`write_problem_statement`."""
+
+    def write(self, failures: Sequence[Failure], repo: str) -> str:
+        return write_problem_statement(failures, repo)
+
+
+Completion = Callable[[list[Message]], Message | str]
+"""A model turn: messages in, the reply out. A ``Policy`` backend fits behind this."""
+
+_SYSTEM = (
+    "You write GitHub issues. Describe the observed misbehaviour as a user would, from the "
+    "failing tests and their messages below. Do not guess at the fix, do not quote code, do "
+    "not invent file names. Plain prose, under 200 words."
+)
+
+
+class PolicyProblemWriter:
+    """A model writes the statement from the same evidence the template uses.
+
+    Falls back to the template when the model fails, answers nothing, or answers with
+    something that looks like a diff; ``fallbacks`` counts how often that happened.
+    """
+
+    def __init__(self, complete: Completion, fallback: ProblemWriter | None = None) -> None:
+        self.complete = complete
+        self.fallback = fallback or TemplateProblemWriter()
+        self.fallbacks = 0
+
+    def prompt(self, failures: Sequence[Failure], repo: str) -> list[Message]:
+        facts = write_problem_statement(failures, repo)
+        return [
+            Message(role="system", content=[TextBlock(text=_SYSTEM)]),
+            Message(role="user", content=[TextBlock(text=facts)]),
+        ]
+
+    def write(self, failures: Sequence[Failure], repo: str) -> str:
+        try:
+            reply = self.complete(self.prompt(failures, repo))
+        except PolicyError:
+            reply = ""
+        text = (reply.text if isinstance(reply, Message) else reply).strip()
+        if not text or any(_DIFF.match(ln) for ln in text.splitlines()):
+            self.fallbacks += 1
+            return self.fallback.write(failures, repo)
+        return text + "\n"
+
+
+def scripted_completion(messages: list[Message]) -> Message:
+    """A deterministic stand-in model: restates the failing tests as a short issue."""
+    user = next((m.text for m in reversed(messages) if m.role == "user"), "")
+    tests = [ln[2:] for ln in user.splitlines() if ln.startswith("- ")]
+    body = "After updating, these checks started failing for me: " + ", ".join(tests) + "."
+    return Message(role="assistant", content=[TextBlock(text=body)])
