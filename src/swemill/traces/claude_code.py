@@ -1,0 +1,217 @@
+"""Claude Code session logs (``~/.claude/projects/<project>/<session>.jsonl``) -> traces.
+
+A file is read line by line (:mod:`swemill.traces.lines`); only one session's records are
+held at a time, so memory follows the largest session, never the corpus. ``user`` and
+``assistant`` records become messages; other records that carry a ``uuid`` (``system``,
+``attachment``, ``progress``, ...) stay in the tree so parent links hold, and are counted as
+skipped; records without one (``summary``, ``file-history-snapshot``, ``queue-operation``,
+``ai-title``, anything unknown) are counted and skipped. See :mod:`swemill.traces.cc_tree`
+for the main chain, rewind branches and sidechains, and :mod:`swemill.traces.cc_messages`
+for the merge of a response's lines by ``message.id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swemill.core.records import Trajectory
+from swemill.traces.build import SessionPart, TurnRef, make_states, make_trajectory
+from swemill.traces.cc_messages import Node, PathMessages, to_messages, turn_usage
+from swemill.traces.cc_tree import build_tree
+from swemill.traces.lines import DEFAULT_MAX_LINE_BYTES, iter_records
+from swemill.traces.records import BranchKind, IngestCounts, Quarantine, TraceState
+from swemill.traces.scrub_hook import Scrubber
+
+__all__ = ["IngestOptions", "ingest_session_file", "SOURCE"]
+
+SOURCE = "claude_code"
+Item = TraceState | Trajectory | Quarantine
+
+
+@dataclass(slots=True)
+class IngestOptions:
+    keep_thinking: bool = True
+    """Keep ``thinking`` blocks (with their signatures) in messages."""
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    """Lines longer than this are quarantined without being held in memory."""
+
+
+@dataclass(slots=True)
+class _Log:
+    nodes: list[Node] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    summaries: list[str] = field(default_factory=list)
+    cost_by_key: dict[str, float] = field(default_factory=dict)
+
+
+_META_KEYS = {"sessionId": "session_id", "cwd": "cwd", "gitBranch": "git_branch",
+              "version": "version", "agentId": "agent_id"}  # fmt: skip
+
+
+def _note(log: _Log, rec: dict[str, Any], counts: IngestCounts) -> None:
+    kind = rec.get("type")
+    kind = kind if isinstance(kind, str) else "<no type>"
+    counts.bump("record_types", kind)
+    for theirs, ours in _META_KEYS.items():
+        if isinstance(rec.get(theirs), str) and ours not in log.meta:
+            log.meta[ours] = rec[theirs]
+    if kind == "summary" and isinstance(rec.get("summary"), str):
+        log.summaries.append(rec["summary"])
+    if kind not in ("user", "assistant"):
+        counts.bump("skipped_types", kind)
+
+
+def _node(rec: dict[str, Any], line_no: int) -> Node | None:
+    kind = rec.get("type")
+    conversational = kind in ("user", "assistant") and isinstance(rec.get("message"), dict)
+    uuid = rec.get("uuid")
+    if not isinstance(uuid, str) or not uuid:
+        if not conversational:
+            return None
+        uuid = f"line-{line_no}"  # a message without an id still belongs to the conversation
+    parent, logical = rec.get("parentUuid"), rec.get("logicalParentUuid")
+    return Node(
+        uuid=uuid,
+        parent=parent if isinstance(parent, str) else None,
+        order=line_no,
+        kind=str(kind) if conversational else f"other:{kind}",
+        record=rec,
+        sidechain=rec.get("isSidechain") is True,
+        logical_parent=logical if isinstance(logical, str) else None,
+    )
+
+
+def _read(path: Path, opts: IngestOptions, counts: IngestCounts) -> Iterator[Quarantine | _Log]:
+    log, seen = _Log(), set()
+    for line_no, rec in iter_records(path, opts.max_line_bytes):
+        counts.lines += 1
+        if isinstance(rec, Quarantine):
+            counts.quarantined += 1
+            yield rec
+            continue
+        _note(log, rec, counts)
+        node = _node(rec, line_no)
+        if node is None:
+            continue
+        if node.uuid in seen:
+            counts.bump("dropped", "duplicate_uuid")
+            continue
+        seen.add(node.uuid)
+        log.nodes.append(node)
+        msg = rec.get("message")
+        if node.kind == "assistant" and isinstance(rec.get("costUSD"), int | float):
+            log.cost_by_key[str(msg.get("id") or node.uuid)] = float(rec["costUSD"])
+    yield log
+
+
+def _turns(pm: PathMessages, log: _Log) -> list[TurnRef]:
+    return [
+        TurnRef(
+            index=t.index,
+            key=t.key,
+            model=t.model,
+            usage=turn_usage(t, log.cost_by_key.get(t.key)),
+            n_source_calls=len(t.tool_use_ids),
+            timestamp=t.timestamp,
+            synthetic=t.synthetic,
+        )
+        for t in pm.turns
+    ]
+
+
+@dataclass(slots=True)
+class _Session:
+    path: Path
+    log: _Log
+    opts: IngestOptions
+    scrub: Scrubber
+    key: str
+
+    def part(self, nodes: list[Node], suffix: str, branch: BranchKind) -> SessionPart:
+        pm = to_messages(nodes, self.log.meta.get("cwd"), self.opts.keep_thinking, self.scrub)
+        return SessionPart(
+            session_key=f"{self.key}{suffix}",
+            source=SOURCE,
+            messages=pm.messages,
+            turns=_turns(pm, self.log),
+            branch=branch,
+            parent_id=f"{SOURCE}:{self.key}" if suffix else None,
+            compactions=pm.compactions,
+            source_file=str(self.path),
+            metadata={k: v for k, v in self.log.meta.items() if k != "session_id"}
+            | ({"summaries": self.log.summaries} if self.log.summaries else {}),
+        )
+
+
+def _session_key(path: Path, log: _Log, subagent: bool, keys: set[str]) -> str:
+    base = str(log.meta.get("session_id") or path.stem)
+    if subagent:
+        parent = str(log.meta.get("session_id") or path.parent.parent.name or "unknown")
+        agent = str(log.meta.get("agent_id") or path.stem.removeprefix("agent-"))
+        base = f"{parent}/agent-{agent}"
+    key, n = base, 1
+    while key in keys:  # the same session id in two files: keep both, apart
+        n += 1
+        key = f"{base}#{n}"
+    keys.add(key)
+    return key
+
+
+def _emit(part: SessionPart, counts: IngestCounts, emitted: set[str]) -> Iterator[Item]:
+    counts.trajectories += 1
+    yield from make_states(part, counts, emitted)
+    yield make_trajectory(part)
+
+
+def _parts(s: _Session, subagent: bool, counts: IngestCounts) -> Iterator[SessionPart]:
+    tree = build_tree(s.log.nodes, all_sidechain=subagent)
+    if tree.dead_leaves:
+        counts.bump("dropped", "dead_leaf", tree.dead_leaves)
+    if tree.dangling:
+        counts.bump("dropped", "dangling_parent", tree.dangling)
+    if tree.main:
+        yield s.part(tree.main, "", "subagent" if subagent else "main")
+    for k, br in enumerate(tree.branches, 1):
+        part = s.part(br.path, f"/branch-{k}", "branch")
+        shared = to_messages(br.path[: br.shared], s.log.meta.get("cwd"), True, Scrubber())
+        part.branch_point = len(shared.messages)
+        counts.branches += 1
+        yield part
+    for k, side in enumerate(tree.sidechains, 1):
+        counts.sidechains += 1
+        yield s.part(side, f"/sidechain-{k}", "sidechain")
+
+
+def ingest_session_file(
+    path: Path,
+    counts: IngestCounts,
+    keys: set[str],
+    opts: IngestOptions | None = None,
+    scrub: Scrubber | None = None,
+) -> Iterator[Item]:
+    """States, trajectories and quarantine rows of one session file, in that order per part."""
+    opts = opts or IngestOptions()
+    subagent = path.parent.name == "subagents"
+    log: _Log | None = None
+    lines_before = counts.lines
+    for item in _read(path, opts, counts):
+        if isinstance(item, _Log):
+            log = item
+        else:
+            yield item
+    if counts.lines == lines_before:
+        counts.quarantined_files += 1
+        yield Quarantine(file=str(path), line_no=0, reason="empty file")
+        return
+    if log is None or not any(n.kind in ("user", "assistant") for n in log.nodes):
+        return
+    key = _session_key(path, log, subagent, keys)
+    counts.subagent_sessions += subagent
+    counts.sessions += not subagent
+    session = _Session(path, log, opts, scrub or Scrubber(), key)
+    emitted: set[str] = set()
+    for part in _parts(session, subagent, counts):
+        yield from _emit(part, counts, emitted)

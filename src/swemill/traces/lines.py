@@ -1,0 +1,78 @@
+"""Streaming JSONL: one record at a time, with a ceiling on the length of a line.
+
+A line longer than ``max_line_bytes`` is never held whole: it is read in pieces of at most
+that size and thrown away, and only its first bytes are kept for the quarantine row. So the
+memory a file costs is bounded by the ceiling, whatever the file's size or shape.
+Every line that is not a JSON object — too long, not UTF-8, truncated, not JSON, or JSON
+that is not an object — becomes a :class:`Quarantine` row with its file and line number.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from swemill.traces.records import Quarantine
+
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "HEAD_BYTES", "iter_records", "head_of"]
+
+DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
+HEAD_BYTES = 200
+_READ_BUFFER = 1 << 20
+
+
+def head_of(data: bytes) -> str:
+    return data[:HEAD_BYTES].decode("utf-8", errors="replace")
+
+
+def _quarantine(path: Path, line_no: int, reason: str, data: bytes, size: int) -> Quarantine:
+    return Quarantine(file=str(path), line_no=line_no, reason=reason, head=head_of(data), size=size)
+
+
+def _skip_rest(f: Any, limit: int) -> int:
+    """Read and drop the rest of an over-long line; returns how many bytes were dropped."""
+    dropped = 0
+    while True:
+        piece = f.readline(limit)
+        dropped += len(piece)
+        if not piece or piece.endswith(b"\n"):
+            return dropped
+
+
+def _decode(path: Path, line_no: int, raw: bytes) -> dict[str, Any] | Quarantine:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _quarantine(path, line_no, f"invalid UTF-8 at byte {exc.start}", raw, len(raw))
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        reason = "truncated JSON" if exc.pos >= len(text.rstrip()) else f"not JSON: {exc.msg}"
+        return _quarantine(path, line_no, reason, raw, len(raw))
+    if not isinstance(obj, dict):
+        reason = f"JSON {type(obj).__name__}, not an object"
+        return _quarantine(path, line_no, reason, raw, len(raw))
+    return obj
+
+
+def iter_records(
+    path: Path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[tuple[int, dict[str, Any] | Quarantine]]:
+    """``(line_no, record or Quarantine)`` for every non-blank line of a JSONL file."""
+    with open(path, "rb", buffering=_READ_BUFFER) as f:
+        line_no = 0
+        while True:
+            raw = f.readline(max_line_bytes + 1)
+            if not raw:
+                return
+            line_no += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                size = len(raw) + _skip_rest(f, max_line_bytes)
+                reason = f"line longer than {max_line_bytes} bytes ({size} bytes)"
+                yield line_no, _quarantine(path, line_no, reason, raw, size)
+                continue
+            if not raw.strip():
+                continue
+            yield line_no, _decode(path, line_no, raw)
