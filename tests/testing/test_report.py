@@ -1,0 +1,101 @@
+"""Judging a run is a pure function of the report text and the exit code.
+
+Regression class: a report that claims every test passed while the process exited non-zero
+(a test that fakes success, an interpreter that died after the last line) must not count as a
+pass; neither may a report with lines the reporter did not write.
+"""
+
+from __future__ import annotations
+
+import json
+
+from swemill.testing.report import parse_report
+
+NONCE = "n0nce"
+
+
+def line(kind: str, nonce: str = NONCE, **fields: object) -> str:
+    return json.dumps({"kind": kind, "n": nonce, **fields})
+
+
+def report(tests: dict[str, str], exitstatus: int | None, *extra: str) -> str:
+    rows = [line("start", pytest="8", python="3.11")]
+    rows += [line("test", nodeid=n, outcome=o, duration=0.01, message="") for n, o in tests.items()]
+    rows += list(extra)
+    if exitstatus is not None:
+        rows.append(line("finish", exitstatus=exitstatus, collected=len(tests)))
+    return "\n".join(rows) + "\n"
+
+
+def test_all_passed_with_exit_zero_is_trusted() -> None:
+    r = parse_report(report({"t.py::a": "passed", "t.py::b": "skipped"}, 0), 0, nonce=NONCE)
+    assert r.trustworthy and r.problem == ""
+    assert r.status("t.py::a") == "passed" and r.status("t.py::b") == "skipped"
+    assert r.counts() == {"passed": 1, "skipped": 1}
+    assert r.collected == 2
+
+
+def test_all_passed_but_exit_one_is_not_a_pass() -> None:
+    text = report({"t.py::a": "passed", "t.py::b": "passed"}, 1)
+    r = parse_report(text, 1, nonce=NONCE)
+    assert not r.trustworthy
+    assert "no failure was reported" in r.problem
+    assert r.status("t.py::a") == "error"
+
+
+def test_failure_with_exit_one_is_trusted() -> None:
+    r = parse_report(report({"t.py::a": "passed", "t.py::b": "failed"}, 1), 1, nonce=NONCE)
+    assert r.trustworthy
+    assert r.with_outcome("failed") == {"t.py::b"}
+
+
+def test_failures_reported_with_exit_zero_are_suspect() -> None:
+    r = parse_report(report({"t.py::a": "failed"}, 0), 0, nonce=NONCE)
+    assert not r.trustworthy and "exit code 0" in r.problem
+
+
+def test_missing_session_summary_means_killed() -> None:
+    r = parse_report(report({"t.py::a": "passed"}, None), 0, nonce=NONCE)
+    assert not r.trustworthy and "never finished" in r.problem
+
+
+def test_pytest_status_must_match_process_exit() -> None:
+    r = parse_report(report({"t.py::a": "failed"}, 1), 0, nonce=NONCE)
+    assert not r.trustworthy and "process exited 0" in r.problem
+
+
+def test_forged_lines_make_the_run_untrustworthy() -> None:
+    forged = line("test", nonce="guess", nodeid="t.py::b", outcome="passed", duration=0)
+    r = parse_report(report({"t.py::a": "passed"}, 0, forged, "PASSED t.py::b"), 0, nonce=NONCE)
+    assert not r.trustworthy and "did not write" in r.problem
+    assert "t.py::b" not in r.results
+
+
+def test_timeout_and_kill_are_never_trusted() -> None:
+    text = report({"t.py::a": "passed"}, 0)
+    assert parse_report(text, 0, nonce=NONCE, timed_out=True).problem == "the run timed out"
+    killed = parse_report(text, 0, nonce=NONCE, killed_reason="memory")
+    assert not killed.trustworthy and "memory" in killed.problem
+
+
+def test_selected_tests_that_never_ran_are_errors_with_the_collection_error() -> None:
+    collect = line("collect", nodeid="t_mod.py", outcome="error", message="ImportError: boom")
+    text = report({"t.py::a": "passed"}, 1, collect)
+    r = parse_report(text, 1, nonce=NONCE, selected=["t.py::a", "t_mod.py::b", "u.py::c"])
+    assert r.trustworthy
+    assert r.results["t_mod.py::b"].outcome == "error"
+    assert "ImportError: boom" in r.results["t_mod.py::b"].message
+    assert r.results["u.py::c"].message == "not run (not collected)"
+    assert r.status("t.py::a") == "passed"
+
+
+def test_no_tests_collected_is_reported() -> None:
+    r = parse_report(report({}, 5), 5, nonce=NONCE)
+    assert not r.trustworthy and "no tests collected" in r.problem
+
+
+def test_parse_is_pure_and_repeatable() -> None:
+    text = report({"t.py::a": "passed", "t.py::b": "xfailed"}, 0)
+    a = parse_report(text, 0, nonce=NONCE)
+    b = parse_report(text, 0, nonce=NONCE)
+    assert a.results == b.results and a.trustworthy == b.trustworthy
