@@ -142,8 +142,9 @@ class FakeOpenAIServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> FakeOpenAIServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
-                                        name=f"fake-model-server:{self.port}")
+        # A short poll interval keeps close() fast (shutdown waits for one poll).
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,),
+                                        daemon=True, name=f"fake-model-server:{self.port}")
         self._thread.start()
         return self
 
