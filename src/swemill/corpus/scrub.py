@@ -1,0 +1,335 @@
+"""Secrets and PII redaction for every text that reaches the corpus.
+
+Each rule is a compiled regex plus cheap literal "needles": a rule runs only when one of its
+needles occurs in the text, so a clean row costs a few substring checks and a few regex
+scans. Matches become spans; overlapping spans are merged (the earlier rule in ``RULES``
+names the merged span) and replaced by typed placeholders such as ``<REDACTED:github_token>``.
+
+Decisions a user should know about:
+
+* IP addresses: every valid address is redacted except loopback (127.0.0.0/8, ::1), the
+  unspecified address (0.0.0.0, ::) and netmask-like values (255.x.x.x), which identify no
+  one. Private ranges (10/8, 172.16/12, 192.168/16) are redacted: they map a user's network.
+  A dotted quad after a version marker (``version = "1.2.3.4"``, ``==1.2.3.4``, ``v1.2.3.4``)
+  is a version, not an address.
+* Emails: redacted, except the reserved documentation domains (example.com/.net/.org,
+  ``*.example``, ``*.test``, ``*.invalid``, ``*.localhost``) and ``git@host`` SSH remotes.
+* Credentials in URLs: the ``user:password`` part is redacted unless the password is plainly
+  a template (``{password}``, ``${PASS}``, ``<pass>``, ``***``).
+* The entropy rule only looks at values assigned to secret-sounding names
+  (``API_KEY = "..."``, ``token: ...``); high-entropy strings elsewhere (hashes, ids) stay.
+
+swemill uses its own rules rather than a line-oriented secret scanner: it needs character
+spans (to redact inside long tool outputs) and speed on every row.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ScrubResult", "RULES", "scrub", "scrub_value", "placeholder", "shannon_entropy"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubResult:
+    text: str
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def redacted(self) -> int:
+        return sum(self.counts.values())
+
+
+def placeholder(kind: str) -> str:
+    return f"<REDACTED:{kind}>"
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits per character of ``value`` under its own character frequencies."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+_PLACEHOLDER_WORDS = re.compile(r"(?i)your|example|sample|dummy|changeme|placeholder|xxxx|\*\*\*")
+_DOTTED_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
+
+
+def _high_entropy(value: str) -> bool:
+    """A random-looking token: long, mixed characters, high entropy, not a placeholder."""
+    if len(value) < 16 or _DOTTED_NAME.match(value) or _PLACEHOLDER_WORDS.search(value):
+        return False
+    if not any(c.isdigit() for c in value) and (value.islower() or value.isupper()):
+        return False  # words and CONSTANT_NAMES, not keys
+    hexish = all(c in "0123456789abcdefABCDEF" for c in value)
+    return shannon_entropy(value) >= (3.0 if hexish else 3.5)
+
+
+def _mixed(value: str) -> bool:
+    """Provider keys mix letters and digits; prose such as ``sk-learn-style`` does not."""
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+_TEMPLATE = re.compile(
+    r"^(?:\{[^}]*\}|\$\{?\w+\}?|<[^>]*>|\*+|%s|%\(\w+\)s|x+|"
+    r"(?:my|your)?(?:password|passwd|pass|pwd|token|secret|key))$",
+    re.I,
+)
+
+
+def _real_password(value: str) -> bool:
+    return not _TEMPLATE.match(value)
+
+
+_RESERVED_DOMAINS = ("example.com", "example.net", "example.org")
+_RESERVED_TLDS = (".example", ".test", ".invalid", ".localhost")
+
+
+_URL_USER = re.compile(r"://[^\s/@:]*:$")
+
+
+def _real_email(value: str, text: str, start: int) -> bool:
+    if _URL_USER.search(text, max(0, start - 200), start):
+        return False  # the password part of ``scheme://user:pass@host`` (its own rule)
+    local, _, domain = value.rpartition("@")
+    domain = domain.lower()
+    if local.lower() == "git" or domain == "localhost":
+        return False
+    if domain in _RESERVED_DOMAINS or domain.endswith(tuple("." + d for d in _RESERVED_DOMAINS)):
+        return False
+    return not domain.endswith(_RESERVED_TLDS)
+
+
+_VERSION_CONTEXT = re.compile(
+    r"(?i)(?:version\w*|ver|release|python|v)\s*[=:]?\s*[\"']?$|(?:[=!<>~]=|[\^~@])\s*[\"']?$"
+)
+
+
+def _real_ip(value: str, text: str, start: int) -> bool:
+    try:
+        addr = ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    if addr.is_loopback or addr.is_unspecified or value.startswith("255."):
+        return False
+    if addr.version == 6:
+        groups = [g for g in value.split(":") if g]
+        # Slices (``x[1::2]``) and short labels parse as IPv6 too: ask for a real shape.
+        return len(groups) >= 3 or (len(groups) == 2 and len(groups[0]) >= 3)
+    return not _VERSION_CONTEXT.search(text[max(0, start - 24) : start])
+
+
+Check = Callable[[str, str, int], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    needles: tuple[str, ...]
+    """Literal substrings, one of which must occur (in the lower-cased text if ``lower``)."""
+    group: str | int | tuple[str, ...] = 0
+    """The group holding the secret; for a tuple, the first of them that matched."""
+    check: Check | None = None
+    lower: bool = False
+    """Match against the lower-cased text (the regex is written in lower case): a
+    case-sensitive scan is several times faster than ``(?i)`` in Python's engine."""
+    back: re.Pattern[str] | None = None
+    slow: re.Pattern[str] = re.compile("")
+    """Extends a match to the left. Patterns start at a rare character ('@', '.', ':') and
+    walk back from there, because a regex that starts with a character class is tried at
+    every position of the text (several times slower on code)."""
+
+
+def _rule(kind: str, regex: str, needles: tuple[str, ...], back: str = "", **kw: Any) -> Rule:
+    return Rule(
+        kind,
+        re.compile(regex),
+        needles,
+        back=re.compile(back) if back else None,
+        slow=re.compile(regex, re.IGNORECASE),
+        **kw,
+    )
+
+
+# The name is found by its keyword alone: a leading ``[\w.-]*`` would be tried everywhere.
+_SECRET_NAME = (
+    r"(?:secret|token|passw(?:or)?d|pwd|api[_-]?key|apikey|access[_-]?key|"
+    r"private[_-]?key|credential|auth[_-]?key)[\w.-]*"
+)
+
+RULES: tuple[Rule, ...] = (
+    _rule(
+        "private_key",
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,20000}?"
+        r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:\s*[A-Za-z0-9+/=:,\- ]{1,100})*)",
+        ("PRIVATE KEY",),
+    ),
+    _rule("jwt", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", ("eyJ",)),
+    _rule(
+        "aws_access_key",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
+        ("AKIA", "ASIA", "ABIA", "ACCA"),
+    ),
+    _rule(
+        "aws_secret_key",
+        r"aws[\w.-]{0,30}?(?:secret|sk)[\w.-]{0,30}?[\"']?\s*(?::=|=>|[:=])\s*[\"']?"
+        r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        ("aws",),
+        group="v",
+        lower=True,
+    ),
+    _rule(
+        "github_token",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    _rule("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,}", ("glpat-",)),
+    _rule("anthropic_key", r"\bsk-ant-[A-Za-z0-9_-]{20,}", ("sk-ant-",)),
+    _rule(
+        "openai_key",
+        r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
+        ("sk-",),
+        check=lambda v, _t, _s: _mixed(v),
+    ),
+    _rule(
+        "slack_token",
+        r"\bxox[abposr]-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}",
+        ("xox", "hooks.slack.com"),
+    ),
+    _rule("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}\b", ("hf_",)),
+    _rule("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}", ("AIza",)),
+    _rule("stripe_key", r"\b[sr]k_(?:live|test)_[0-9A-Za-z]{16,}", ("k_live_", "k_test_")),
+    _rule("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b", ("npm_",)),
+    _rule("pypi_token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", ("pypi-",)),
+    _rule(
+        "url_credentials",
+        r"://(?P<v>[^\s/:@\"'<>\[\]]+:[^\s/@\"'<>\[\]]+)@",
+        ("://",),
+        group="v",
+        check=lambda v, _t, _s: _real_password(v.partition(":")[2]),
+    ),
+    _rule(
+        "bearer_token",
+        r"\bbearer\s+(?P<v>[A-Za-z0-9._~+/-]{20,}=*)",
+        ("bearer",),
+        group="v",
+        lower=True,
+    ),
+    _rule(
+        "high_entropy_secret",
+        rf"{_SECRET_NAME}[\"']?\s*(?::=|=>|[:=])\s*"
+        r"(?:[\"'`](?P<q>[^\"'`\s]{16,200})[\"'`]|(?P<u>[A-Za-z0-9+/=_\-.~]{16,200}))",
+        ("secret", "token", "passw", "pwd", "apikey", "api_key", "api-key", "access_key",
+         "access-key", "private_key", "private-key", "credential", "auth_key", "auth-key"),
+        group=("q", "u"),
+        lower=True,
+        check=lambda v, _t, _s: _high_entropy(v),
+    ),
+    _rule(
+        "email",
+        r"@(?:[A-Za-z0-9-]{1,63}\.)+[A-Za-z]{2,24}(?![\w-])",
+        ("@",),
+        back=r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}$",
+        check=_real_email,
+    ),
+    _rule(
+        "ipv4",
+        r"(?<=\d)\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\w]|\.\d)",
+        (".",),
+        back=r"(?<![\w.])\d{1,3}$",
+        check=_real_ip,
+    ),
+    _rule(
+        "ipv6",
+        r":[0-9A-Fa-f]{0,4}:[0-9A-Fa-f:]{0,36}(?:(?<=:)\d{1,3}(?:\.\d{1,3}){3})?(?![\w:])",
+        (":",),
+        back=r"(?<![\w:.])[0-9A-Fa-f]{0,4}$",
+        check=_real_ip,
+    ),
+)
+
+
+def _group_span(m: re.Match[str], group: str | int | tuple[str, ...]) -> tuple[int, int]:
+    for name in group if isinstance(group, tuple) else (group,):
+        if m.group(name) is not None:
+            return m.span(name)
+    return (-1, -1)
+
+
+def _spans(text: str) -> list[tuple[int, int, int]]:
+    """``(start, end, rule index)`` for every accepted match of every rule."""
+    lowered: str | None = None
+    spans = []
+    for index, rule in enumerate(RULES):
+        if rule.lower:
+            lowered = text.lower() if lowered is None else lowered
+        hay = lowered if rule.lower else text
+        assert hay is not None
+        if not any(n in hay for n in rule.needles):
+            continue
+        # Lower-casing keeps offsets unless a character changes length (rare): fall back.
+        same = hay is text or len(hay) == len(text)
+        matches = rule.pattern.finditer(hay) if same else rule.slow.finditer(text)
+        for m in matches:
+            start, end = _group_span(m, rule.group)
+            if rule.back is not None:
+                left = rule.back.search(text, max(0, start - 80), start)
+                if left is None:
+                    continue
+                start = left.start()
+            if start >= end:
+                continue
+            if rule.check is None or rule.check(text[start:end], text, start):
+                spans.append((start, end, index))
+    return spans
+
+
+def _merge(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Overlapping spans become one; the earliest rule (most specific) names it."""
+    merged: list[tuple[int, int, int]] = []
+    for start, end, index in sorted(spans):
+        if merged and start < merged[-1][1]:
+            s0, e0, i0 = merged[-1]
+            merged[-1] = (s0, max(e0, end), min(i0, index))
+        else:
+            merged.append((start, end, index))
+    return merged
+
+
+def scrub(text: str) -> ScrubResult:
+    """Redact every secret and piece of PII in ``text``; counts per kind."""
+    spans = _merge(_spans(text)) if text else []
+    if not spans:
+        return ScrubResult(text, {})
+    parts: list[str] = []
+    counts: Counter[str] = Counter()
+    pos = 0
+    for start, end, index in spans:
+        kind = RULES[index].kind
+        parts += (text[pos:start], placeholder(kind))
+        counts[kind] += 1
+        pos = end
+    parts.append(text[pos:])
+    return ScrubResult("".join(parts), dict(counts))
+
+
+def scrub_value(value: Any, counts: Counter[str] | None = None) -> tuple[Any, Counter[str]]:
+    """Scrub every string inside nested dicts/lists (keys stay); returns the copy and counts."""
+    counts = Counter() if counts is None else counts
+    if isinstance(value, str):
+        result = scrub(value)
+        counts.update(result.counts)
+        return result.text, counts
+    if isinstance(value, dict):
+        return {k: scrub_value(v, counts)[0] for k, v in value.items()}, counts
+    if isinstance(value, list | tuple):
+        return type(value)(scrub_value(v, counts)[0] for v in value), counts
+    return value, counts
