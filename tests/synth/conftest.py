@@ -1,0 +1,74 @@
+"""Real git repositories built on disk for the strategy tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+GIT_ENV = {
+    **os.environ,
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
+}
+
+
+def run_git(root: Path, *args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=root, env=GIT_ENV, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def write_files(root: Path, files: dict[str, str | None]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        if text is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+Commit = Callable[[dict[str, str | None], str], str]
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> tuple[Path, Commit]:
+    """An empty repository and ``commit(files, message) -> sha``."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    run_git(root, "init", "-q", "-b", "main")
+
+    def commit(files: dict[str, str | None], message: str) -> str:
+        write_files(root, files)
+        run_git(root, "add", "-A")
+        run_git(root, "commit", "-q", "-m", message)
+        return run_git(root, "rev-parse", "HEAD").strip()
+
+    return root, commit
+
+
+def git_apply_check(root: Path, patch: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "apply", "--check", *extra, "-"], cwd=root, input=patch, text=True,
+        capture_output=True, env=GIT_ENV,
+    )
+
+
+@pytest.fixture
+def apply_check() -> Callable[..., subprocess.CompletedProcess[str]]:
+    return git_apply_check
+
+
+@pytest.fixture
+def git() -> Callable[..., str]:
+    return run_git
