@@ -1,9 +1,70 @@
-"""``swemill traces`` (not built yet)."""
+"""``swemill traces ingest``: agent session logs and trajectory files into the store."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from swemill.cli._common import emit_json
+
+traces_app = typer.Typer(help="Import agent session logs and trajectories.", no_args_is_help=True)
+
+
+@traces_app.command("ingest")
+def ingest_cmd(
+    paths: list[Path] = typer.Argument(  # noqa: B008
+        ..., help="Session .jsonl files, ~/.claude/projects-style folders, .traj.json, .traj."
+    ),
+    out: str = typer.Option(..., "--out", help="Store root (a folder or s3:// URL)."),
+    run_id: str | None = typer.Option(None, "--run-id", help="Run id (default: a new one)."),
+    no_thinking: bool = typer.Option(False, "--no-thinking", help="Drop thinking blocks."),
+    max_line_mb: float = typer.Option(
+        32.0, "--max-line-mb", help="Quarantine JSONL lines (and whole .traj files) above this."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+) -> None:
+    """One state per assistant turn and one trajectory per session, in the canonical IR."""
+    from swemill.cli._common import console, fail
+    from swemill.store import Store
+    from swemill.traces.claude_code import IngestOptions
+    from swemill.traces.ingest import ingest
+    from swemill.traces.scrub_hook import Scrubber
+
+    if max_line_mb <= 0:
+        fail("--max-line-mb must be positive")
+    opts = IngestOptions(keep_thinking=not no_thinking, max_line_bytes=int(max_line_mb * 2**20))
+    result = ingest(paths, Store.open(out), run_id, opts)
+    counts = result.counts
+    if json_out:
+        emit_json({"run_id": result.run_id, "counts": counts, "shards": result.shards})
+        return
+    if not Scrubber.active:
+        console.print("[yellow]warning:[/] secrets scrubbing is not available yet; "
+                      "texts were stored as found")
+    _print_counts(result.run_id, counts, out)
+
+
+def _print_counts(run_id: str, counts: object, out: str) -> None:
+    from rich.table import Table
+
+    from swemill.cli._common import console
+
+    c = counts.model_dump()  # type: ignore[attr-defined]
+    table = Table(title=f"traces ingest -> {out} (run {run_id})")
+    table.add_column("count")
+    table.add_column("value", justify="right")
+    for key in ("files", "sessions", "subagent_sessions", "sidechains", "branches",
+                "trajectories", "assistant_turns", "tool_calls", "tool_errors",
+                "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                "lines", "quarantined", "quarantined_files"):
+        table.add_row(key, str(c[key]))
+    table.add_row("cost_usd", f"{c['cost_usd']:.4f}")
+    for group in ("skipped_types", "dropped"):
+        for k, v in sorted(c[group].items()):
+            table.add_row(f"{group}.{k}", str(v))
+    console.print(table)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the app. Nothing is registered until it is built."""
+    app.add_typer(traces_app, name="traces")

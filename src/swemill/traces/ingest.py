@@ -1,0 +1,205 @@
+"""``swemill traces ingest``: find trace files, read them one at a time, write the store.
+
+What goes where (one kind of record per stage, so every stage reads back as one model):
+
+- ``traces/run_id=<id>/part-*.parquet`` — :class:`TraceState`, one row per assistant turn,
+  without the history (``trajectory_id`` + ``prefix_len`` point into it);
+- ``trajectories/run_id=<id>/part-*.parquet`` — the whole-session ``Trajectory`` records,
+  the same prefix rollouts write, so later stages read imported and generated runs alike;
+- ``quarantine/run_id=<id>/part-*.parquet`` — :class:`Quarantine` rows (file, line, reason);
+- ``manifests/run_id=<id>.json`` — the run's counts.
+
+Rows are buffered per stage and flushed as a shard when a row or byte threshold is reached,
+so memory stays bounded however large the corpus is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from swemill.core.errors import IngestError
+from swemill.core.records import RunManifest, Trajectory, utcnow
+from swemill.store import Store, new_run_id, schema_for_model
+from swemill.traces.claude_code import IngestOptions, ingest_session_file
+from swemill.traces.imports import import_mini_swe_agent, import_swe_agent
+from swemill.traces.lines import HEAD_BYTES, head_of
+from swemill.traces.records import IngestCounts, Quarantine, TraceState
+from swemill.traces.scrub_hook import Scrubber
+
+__all__ = ["discover", "iter_items", "ingest", "IngestResult", "state_schema", "classify"]
+
+STATES, TRAJECTORIES, QUARANTINE = "traces", "trajectories", "quarantine"
+
+
+def classify(path: Path) -> str:
+    """``claude_code`` | ``mini-swe-agent`` | ``swe-agent`` | ``unknown``, by file name."""
+    name = path.name
+    if name.endswith(".traj.json"):
+        return "mini-swe-agent"
+    if name.endswith(".traj"):
+        return "swe-agent"
+    if name.endswith(".jsonl"):
+        return "claude_code"
+    return "unknown"
+
+
+def check_paths(paths: list[Path]) -> None:
+    if not paths:
+        raise IngestError("no paths to ingest")
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise IngestError(f"no such file or directory: {', '.join(missing)}")
+
+
+def discover(paths: list[Path]) -> Iterator[Path]:
+    """Every file under the given paths, sorted; a path that does not exist is an error."""
+    check_paths(paths)
+    for p in paths:
+        if p.is_file():
+            yield p
+            continue
+        for dirpath, dirnames, filenames in os.walk(p):
+            dirnames.sort()
+            for name in sorted(filenames):
+                yield Path(dirpath) / name
+
+
+def iter_items(
+    paths: list[Path], counts: IngestCounts, opts: IngestOptions, scrub: Scrubber
+) -> Iterator[TraceState | Trajectory | Quarantine]:
+    keys: set[str] = set()
+    for path in discover(paths):
+        counts.files += 1
+        kind = classify(path)
+        try:
+            if kind == "claude_code":
+                yield from ingest_session_file(path, counts, keys, opts, scrub)
+            elif kind == "mini-swe-agent":
+                yield from import_mini_swe_agent(path, counts, keys, opts.max_line_bytes, scrub)
+            elif kind == "swe-agent":
+                yield from import_swe_agent(path, counts, keys, opts.max_line_bytes, scrub)
+            else:
+                counts.quarantined_files += 1
+                reason = "not a trace file (.jsonl, .traj.json or .traj)"
+                yield Quarantine(file=str(path), line_no=0, reason=reason, size=_size(path),
+                                 head=_head(path))
+        except OSError as exc:  # one unreadable file is that file's failure, not the run's
+            counts.quarantined_files += 1
+            yield Quarantine(file=str(path), line_no=0, reason=f"unreadable: {exc.strerror}")
+
+
+def _head(path: Path) -> str:
+    with open(path, "rb") as f:
+        return head_of(f.read(HEAD_BYTES))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def state_schema() -> Any:
+    """TraceState's Parquet schema without the history column (it is not stored)."""
+    import json
+
+    base = schema_for_model(TraceState)
+    schema = base.remove(base.get_field_index("messages"))
+    meta = dict(base.metadata)
+    cols = [c for c in json.loads(meta[b"swemill.json_columns"]) if c != "messages"]
+    meta[b"swemill.json_columns"] = json.dumps(cols).encode()
+    return schema.with_metadata(meta)
+
+
+def _approx_bytes(record: BaseModel) -> int:
+    if isinstance(record, Trajectory):
+        return sum(_approx_bytes(m) for m in record.messages) + 512
+    if isinstance(record, TraceState):
+        return _approx_bytes(record.response) + sum(len(r.content) for r in record.results) + 512
+    content = getattr(record, "content", None)
+    if isinstance(content, list):
+        return sum(len(getattr(b, "text", "") or getattr(b, "content", "")) + 64 for b in content)
+    return 256
+
+
+class _Shards:
+    """Buffers rows of one stage and writes a shard when the buffer is full."""
+
+    def __init__(self, store: Store, stage: str, run_id: str, max_rows: int, max_bytes: int,
+                 schema: Any = None) -> None:
+        self.store, self.stage, self.run_id, self.schema = store, stage, run_id, schema
+        self.max_rows, self.max_bytes = max_rows, max_bytes
+        self.rows: list[BaseModel] = []
+        self.bytes = 0
+        self.written = 0
+
+    def add(self, record: BaseModel) -> None:
+        self.rows.append(record)
+        self.bytes += _approx_bytes(record)
+        if len(self.rows) >= self.max_rows or self.bytes >= self.max_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        shard = f"{self.written:05d}"
+        self.store.write_records(self.stage, self.run_id, shard, self.rows, self.schema)
+        self.written += 1
+        self.rows, self.bytes = [], 0
+
+
+@dataclass(slots=True)
+class IngestResult:
+    run_id: str
+    counts: IngestCounts
+    shards: dict[str, int]
+
+
+def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str) -> RunManifest:
+    flat: dict[str, int] = {}
+    for name, value in counts:
+        if isinstance(value, dict):
+            flat.update({f"{name}.{k}": v for k, v in value.items()})
+        elif isinstance(value, int):
+            flat[name] = value
+    return RunManifest(
+        run_id=run_id, command="traces ingest", source=" ".join(str(p) for p in paths),
+        counts={"traces": flat}, cost_usd=counts.cost_usd, status=status,  # type: ignore[arg-type]
+        finished_at=utcnow(), metadata={"scrubbed": Scrubber.active},
+    )
+
+
+def ingest(
+    paths: list[Path],
+    store: Store,
+    run_id: str | None = None,
+    opts: IngestOptions | None = None,
+    *,
+    max_rows: int = 5000,
+    max_bytes: int = 64 * 1024 * 1024,
+) -> IngestResult:
+    """Ingest every trace file under ``paths`` into ``store`` as one run."""
+    check_paths(paths)  # before anything is written
+    run_id = run_id or new_run_id()
+    opts = opts or IngestOptions()
+    counts, scrub = IngestCounts(), Scrubber()
+    sinks = {
+        TraceState: _Shards(store, STATES, run_id, max_rows, max_bytes, state_schema()),
+        Trajectory: _Shards(store, TRAJECTORIES, run_id, max(1, max_rows // 10), max_bytes),
+        Quarantine: _Shards(store, QUARANTINE, run_id, max_rows, max_bytes),
+    }
+    store.write_manifest(_manifest(run_id, paths, counts, "running"))
+    for item in iter_items(paths, counts, opts, scrub):
+        sinks[type(item)].add(item)
+    for sink in sinks.values():
+        sink.flush()
+    counts.scrubbed = dict(scrub.counts)
+    store.write_manifest(_manifest(run_id, paths, counts, "complete"))
+    return IngestResult(run_id, counts, {s.stage: s.written for s in sinks.values()})
