@@ -26,8 +26,11 @@ def git(cwd: Path, *args: str) -> str:
 
 def leftovers(cache: Path) -> list[str]:
     """Anything in the cache that looks like an entry: there must be none after a failure."""
-    return sorted(p.name for p in (cache / "sources").rglob("*") if p.parent.parent.name == "sources"
-                  or p.name.startswith(".tmp")) if (cache / "sources").exists() else []
+    root = cache / "sources"
+    if not root.exists():
+        return []
+    return sorted(p.name for p in root.rglob("*")
+                  if p.parent.parent == root or p.name.startswith(".tmp"))
 
 
 def make_tree(root: Path, body: str = "x = 1\n") -> Path:
