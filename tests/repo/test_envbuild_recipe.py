@@ -1,0 +1,128 @@
+"""Install recipes are detected from a repository's own files; a user's file overrides."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from swemill.core.errors import ConfigError
+from swemill.repo.recipe import Recipe, detect_recipe, filter_addopts, has_tests, load_recipe
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def test_pyproject_test_extras_groups_and_pytest_config(tmp_path: Path) -> None:
+    r = detect_recipe(write(tmp_path, {"pyproject.toml": """
+        [project]
+        name = "p"
+        requires-python = ">=3.9"
+        [project.optional-dependencies]
+        tests = ["hypothesis"]
+        dev = ["black", "pytest-mock"]
+        docs = ["sphinx"]
+        [dependency-groups]
+        test = ["pytest-xdist", {include-group = "base"}]
+        base = ["freezegun"]
+        [tool.pytest.ini_options]
+        addopts = "-ra --strict-markers -n auto --cov=p --cov-report term -x -p no:warnings"
+        testpaths = ["tests"]
+        asyncio_mode = "auto"
+        """}))
+    assert r.requires_python == ">=3.9"
+    assert r.extras == ["tests"]  # a test extra wins; dev and docs are not installed
+    assert r.packages == ["pytest-xdist", "freezegun", "pytest-asyncio"]
+    assert r.pytest_args == ["-ra", "--strict-markers"]
+    assert r.test_paths == ["tests"]
+    assert r.all_packages()[-2:] == ["pytest", "coverage"]
+
+
+def test_dev_extra_is_used_without_its_lint_and_docs_tools(tmp_path: Path) -> None:
+    r = detect_recipe(write(tmp_path, {"pyproject.toml": """
+        [project]
+        name = "p"
+        [project.optional-dependencies]
+        dev = ["black", "sphinx>=7", "flake8", "pytest-mock>=3", "mypy", "hypothesis"]
+        """}))
+    assert r.extras == [] and r.packages == ["pytest-mock>=3", "hypothesis"]
+
+
+def test_requirements_setup_cfg_setup_py_and_tox(tmp_path: Path) -> None:
+    r = detect_recipe(write(tmp_path, {
+        "requirements.txt": "requests\n",
+        "requirements-test.txt": "pytest-timeout\n",
+        "requirements/dev.txt": "black\nresponses\n",
+        "setup.cfg": """
+            [options]
+            python_requires = >=3.8
+            [options.extras_require]
+            testing = mock
+            docs = sphinx
+            [tool:pytest]
+            addopts = --doctest-modules --maxfail=2 --durations 10
+            """,
+        "setup.py": "from setuptools import setup\n"
+                    "setup(name='p', tests_require=['nose2'], extras_require={'test': ['x']})\n",
+        "tox.ini": """
+            [testenv]
+            deps =
+                -r{toxinidir}/requirements.txt
+                pytest-cov
+                {env:EXTRA:}
+            extras = tests
+            """,
+    }))
+    assert r.requirement_files == ["requirements-test.txt", "requirements.txt"]
+    assert r.extras == ["testing", "test", "tests"]
+    assert "nose2" in r.packages and "pytest-cov" in r.packages and "responses" not in r.packages
+    assert r.requires_python == ">=3.8"
+    assert r.pytest_args == ["--doctest-modules"]
+    assert any("setup.py" in e for e in r.evidence) and any("tox.ini" in e for e in r.evidence)
+
+
+def test_pytest_ini_wins_over_pyproject(tmp_path: Path) -> None:
+    r = detect_recipe(write(tmp_path, {
+        "pytest.ini": "[pytest]\naddopts = -rs\n",
+        "pyproject.toml": "[tool.pytest.ini_options]\naddopts = '-v'\n",
+    }))
+    assert r.pytest_args == ["-rs"]
+
+
+@pytest.mark.parametrize(("given", "kept"), [
+    (["-n", "4", "-q", "--tb=long"], ["--tb=long"]),
+    (["-n4", "--numprocesses=2", "--dist", "load", "-rA"], ["-rA"]),
+    (["--cov", "pkg", "--cov-branch", "-p", "randomly", "--import-mode=importlib"],
+     ["--import-mode=importlib"]),
+    (["--lf", "--randomly-seed=3", "--random-order", "-Werror"], ["-Werror"]),
+])
+def test_filter_addopts(given: list[str], kept: list[str]) -> None:
+    assert filter_addopts(given) == kept
+
+
+def test_has_tests(tmp_path: Path) -> None:
+    write(tmp_path, {"pkg/__init__.py": "", ".hidden/test_x.py": "", "build/test_y.py": ""})
+    assert not has_tests(tmp_path)
+    write(tmp_path, {"pkg/tests/test_core.py": ""})
+    assert has_tests(tmp_path)
+
+
+def test_recipe_file_overrides_and_bad_files_are_clear_errors(tmp_path: Path) -> None:
+    good = tmp_path / "recipe.json"
+    good.write_text(Recipe(packages=["six"], pytest_args=["-rs"]).model_dump_json())
+    assert load_recipe(good).packages == ["six"]
+    toml = tmp_path / "recipe.toml"
+    toml.write_text('extras = ["test"]\neditable = false\n')
+    assert load_recipe(toml).extras == ["test"] and not load_recipe(toml).editable
+    with pytest.raises(ConfigError, match="no such recipe file"):
+        load_recipe(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"extras": "not-a-list", "surprise": 1}')
+    with pytest.raises(ConfigError, match="is not a valid recipe"):
+        load_recipe(bad)
