@@ -29,7 +29,8 @@ __all__ = [
     "tool_specs",
 ]
 
-_BLOCK = re.compile(r"```tool[ \t]*\n(.*?)(?:\n)?```", re.DOTALL)
+# The closing fence must start a line, so code in the arguments may itself contain ```.
+_BLOCK = re.compile(r"```tool[ \t]*\n(.*?)\n[ \t]*```", re.DOTALL)
 _MAX_ERR_RAW = 200
 
 
