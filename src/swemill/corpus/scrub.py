@@ -58,7 +58,10 @@ def shannon_entropy(value: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
-_PLACEHOLDER_WORDS = re.compile(r"(?i)your|example|sample|dummy|changeme|placeholder|xxxx|\*\*\*")
+# Placeholders, templates and our own ``<REDACTED:...>`` marks are never secrets.
+_PLACEHOLDER_WORDS = re.compile(
+    r"(?i)your|example|sample|dummy|changeme|placeholder|xxxx|\*\*\*|[<>{}$]"
+)
 _DOTTED_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 
 
