@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from swemill.core.errors import SynthesisError
 from swemill.core.records import Candidate, ChangedSymbol
@@ -79,8 +79,11 @@ class PrMirrorStrategy:
     def _history_head(self, repo: RepoView) -> str | None:
         """The commit to walk back from, or None (with the reason recorded) if there is none."""
         try:
-            git(repo.root, "rev-parse", "--git-dir")
+            top = git(repo.root, "rev-parse", "--show-toplevel").strip()
         except SynthesisError:
+            top = ""
+        if not top or Path(top).resolve() != repo.root.resolve():
+            # A folder inside someone else's repository has no history of its own either.
             self.report.nothing("not a git repository: no history to mirror")
             return None
         if git(repo.root, "rev-parse", "--is-shallow-repository").strip() == "true":

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from swemill.core.errors import PolicyError
 from swemill.core.records import Message, TestResult, TextBlock
+from swemill.policies.base import Policy
 
 __all__ = [
     "FailingTest",
@@ -26,7 +27,6 @@ __all__ = [
     "ProblemWriter",
     "TemplateProblemWriter",
     "evidence",
-    "scripted_completion",
     "write_problem_statement",
 ]
 
@@ -116,9 +116,6 @@ class TemplateProblemWriter:
         return write_problem_statement(failures, repo)
 
 
-Completion = Callable[[list[Message]], Message | str]
-"""A model turn: messages in, the reply out. A ``Policy`` backend fits behind this."""
-
 _SYSTEM = (
     "You write GitHub issues. Describe the observed misbehaviour as a user would, from the "
     "failing tests and their messages below. Do not guess at the fix, do not quote code, do "
@@ -127,14 +124,16 @@ _SYSTEM = (
 
 
 class PolicyProblemWriter:
-    """A model writes the statement from the same evidence the template uses.
+    """A model (any :class:`~swemill.policies.base.Policy`) writes the statement.
+
+    It is shown the template's text, i.e. the same evidence and nothing more.
 
     Falls back to the template when the model fails, answers nothing, or answers with
     something that looks like a diff; ``fallbacks`` counts how often that happened.
     """
 
-    def __init__(self, complete: Completion, fallback: ProblemWriter | None = None) -> None:
-        self.complete = complete
+    def __init__(self, policy: Policy, fallback: ProblemWriter | None = None) -> None:
+        self.policy = policy
         self.fallback = fallback or TemplateProblemWriter()
         self.fallbacks = 0
 
@@ -147,19 +146,10 @@ class PolicyProblemWriter:
 
     def write(self, failures: Sequence[Failure], repo: str) -> str:
         try:
-            reply = self.complete(self.prompt(failures, repo))
+            text = self.policy.act(self.prompt(failures, repo), []).message.text.strip()
         except PolicyError:
-            reply = ""
-        text = (reply.text if isinstance(reply, Message) else reply).strip()
+            text = ""
         if not text or any(_DIFF.match(ln) for ln in text.splitlines()):
             self.fallbacks += 1
             return self.fallback.write(failures, repo)
         return text + "\n"
-
-
-def scripted_completion(messages: list[Message]) -> Message:
-    """A deterministic stand-in model: restates the failing tests as a short issue."""
-    user = next((m.text for m in reversed(messages) if m.role == "user"), "")
-    tests = [ln[2:] for ln in user.splitlines() if ln.startswith("- ")]
-    body = "After updating, these checks started failing for me: " + ", ".join(tests) + "."
-    return Message(role="assistant", content=[TextBlock(text=body)])
