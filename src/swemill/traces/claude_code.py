@@ -129,6 +129,8 @@ class _Session:
     opts: IngestOptions
     scrub: Scrubber
     key: str
+    parent_key: str | None = None
+    """For a sub-agent's file: the session that started it."""
 
     def part(self, nodes: list[Node], suffix: str, branch: BranchKind) -> SessionPart:
         pm = to_messages(nodes, self.log.meta.get("cwd"), self.opts.keep_thinking, self.scrub)
@@ -138,7 +140,8 @@ class _Session:
             messages=pm.messages,
             turns=_turns(pm, self.log),
             branch=branch,
-            parent_id=f"{SOURCE}:{self.key}" if suffix else None,
+            parent_id=f"{SOURCE}:{self.key if suffix else self.parent_key}"
+            if suffix or self.parent_key else None,
             compactions=pm.compactions,
             source_file=str(self.path),
             metadata={k: v for k, v in self.log.meta.items() if k != "session_id"}
@@ -211,7 +214,8 @@ def ingest_session_file(
     key = _session_key(path, log, subagent, keys)
     counts.subagent_sessions += subagent
     counts.sessions += not subagent
-    session = _Session(path, log, opts, scrub or Scrubber(), key)
+    parent_key = key.rsplit("/agent-", 1)[0] if subagent else None
+    session = _Session(path, log, opts, scrub or Scrubber(), key, parent_key)
     emitted: set[str] = set()
     for part in _parts(session, subagent, counts):
         yield from _emit(part, counts, emitted)
