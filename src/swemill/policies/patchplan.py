@@ -59,7 +59,9 @@ def _hunk(raw: object) -> Hunk:
         last = {" ": (old, new), "-": (old,), "+": (new,)}.get(kind, ())
         for target in last:
             target.append(value)
-    start = max(0, raw.source_start - 1)  # type: ignore[attr-defined]
+    # "-3,0" (nothing removed, no context) means "after line 3", not "at line 3".
+    start = raw.source_start if not old else raw.source_start - 1  # type: ignore[attr-defined]
+    start = max(0, start)
     return Hunk(tuple(old), tuple(new), start)
 
 
