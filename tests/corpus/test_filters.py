@@ -73,7 +73,7 @@ def test_counts_add_up() -> None:
         "def f(x):\n    return x + 1\n",
         "",
         "1 2 3 4 5 6 7 8 9 0 " * 50,
-        "print('hello world')",
+        "print('hello, dear world')",
     ]
     kept = [t for t in texts if chain.keep(t)]
     drops = sum(v for k, v in chain.counts.items() if k.startswith("dropped_"))
