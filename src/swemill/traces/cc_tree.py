@@ -49,12 +49,12 @@ def _parents(nodes: list[Node], main: bool) -> tuple[dict[str, str | None], int]
     prev: str | None = None
     for n in nodes:
         parent = n.parent or n.logical_parent
-        if parent is not None and parent not in known:
+        if parent is not None and (parent not in known or parent == n.uuid):
             dangling += 1
             parent = prev if main else None
         elif parent is None and linear:
             parent = prev
-        parents[n.uuid] = parent if parent != n.uuid else None
+        parents[n.uuid] = parent
         prev = n.uuid
     return parents, dangling
 

@@ -49,7 +49,9 @@ def _decode(path: Path, line_no: int, raw: bytes) -> dict[str, Any] | Quarantine
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        reason = "truncated JSON" if exc.pos >= len(text.rstrip()) else f"not JSON: {exc.msg}"
+        cut = (not raw.endswith(b"\n") or exc.pos >= len(text.rstrip())
+               or exc.msg.startswith("Unterminated string"))
+        reason = "truncated JSON" if cut else f"not JSON: {exc.msg}"
         return _quarantine(path, line_no, reason, raw, len(raw))
     if not isinstance(obj, dict):
         reason = f"JSON {type(obj).__name__}, not an object"
