@@ -137,6 +137,7 @@ class CombineStrategy:
             return
         for group in groups:
             base = self._base_text(repo, group)
+            group.bugs = self._fresh(group, base)
             for combo in self._combos(group, repo.seed):
                 if repo.max_candidates is not None and self.report.yielded >= repo.max_candidates:
                     return
@@ -156,9 +157,24 @@ class CombineStrategy:
             groups.setdefault(key, _Group(*key)).bugs.append(bug)
         return [groups[k] for k in sorted(groups)]
 
+    def _fresh(self, group: _Group, base: str) -> list[ValidatedBug]:
+        """The bugs whose patch still matches the base text (each stale one dropped once)."""
+        lines = base.splitlines(keepends=True)
+        fresh = []
+        for b in group.bugs:
+            try:
+                _hunk_edits(parse_patch(b.bug_patch)[0], lines, b.instance_id)
+            except SynthesisError as exc:
+                self.report.skip("stale_patch", b.instance_id, str(exc)[:200], keep=True)
+                continue
+            fresh.append(b)
+        return fresh
+
     def _combos(self, group: _Group, seed: int) -> Iterator[tuple[ValidatedBug, ...]]:
         """Seeded distinct combinations of 2..k bugs, at most ``max_per_file``."""
         n = len(group.bugs)
+        if n < 2:
+            return
         rng = random.Random(f"combine:{seed}:{group.file}:{group.base_commit}")
         seen: set[tuple[int, ...]] = set()
         for _ in range(self.max_per_file * 10):
