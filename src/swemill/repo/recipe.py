@@ -158,8 +158,8 @@ def _expand_group(groups: dict[str, Any], name: str, seen: set[str]) -> list[str
 
 
 def _from_requirements(root: Path, r: Recipe) -> None:
-    files = sorted({p for pat in ("*requirements*.txt", "requirements/*.txt", "requirements*/*.txt")
-                    for p in root.glob(pat) if p.is_file()})
+    patterns = ("*requirements*.txt", "requirements*/*.txt", "test*/*requirements*.txt")
+    files = sorted({p for pat in patterns for p in root.glob(pat) if p.is_file()})
     rel = [p.relative_to(root).as_posix() for p in files]
     test = [f for f in rel if "test" in f.lower()]
     if test:
