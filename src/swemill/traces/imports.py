@@ -37,7 +37,8 @@ from swemill.traces.scrub_hook import Scrubber
 __all__ = ["import_mini_swe_agent", "import_swe_agent", "load_document"]
 
 _FENCE = re.compile(r"```(?:mswea_bash_command|bash)\s*\n(.*?)\n```", re.DOTALL)
-_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+# v1.1 renders ``<returncode>N</returncode>``; v1's default renders the output dict's repr.
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>|'returncode': (-?\d+)")
 
 
 def load_document(path: Path, max_bytes: int) -> dict[str, Any] | Quarantine:
@@ -100,7 +101,7 @@ def _returncode(msg: dict[str, Any]) -> int | None:
     if isinstance(extra.get("returncode"), int):
         return extra["returncode"]
     m = _RETURNCODE.search(_text(msg.get("content")))
-    return int(m.group(1)) if m else None
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 def _usage_of(msg: dict[str, Any]) -> Usage:
