@@ -43,7 +43,6 @@ Failure = FailingTest | TestResult | str
 
 _LOCATION = re.compile(r"\.pyx?:\d+|^\s*File \"|^\s*>|^_{3,}|^\s*(def|class) ")
 _DIFF = re.compile(r"^(diff --git |@@ |\+\+\+ |--- |index [0-9a-f]+\.\.)")
-_EXC = re.compile(r"^[\w.]*(Error|Exception|Warning|Exit|Interrupt)\b|^assert\b|^Failed\b")
 
 _OPENINGS = (
     "Some behaviour of {repo} is broken: {n} test{s} that should pass now fail{v}.",
@@ -61,13 +60,15 @@ def _as_failure(item: Failure) -> FailingTest:
 
 
 def evidence(message: str, max_lines: int = 8, width: int = 200) -> list[str]:
-    """The lines of a failure text worth showing: assertion and exception lines only."""
+    """The lines of a failure text worth showing: what failed, not where in the source.
+
+    A full pytest report keeps only its ``E`` lines; a short crash message (what swemill's
+    reporter records) keeps every line but those pointing into files or quoting a diff.
+    """
     lines = message.splitlines()
     picked = [ln[1:].strip() for ln in lines if ln.startswith("E ") or ln == "E"]
     if not picked:
-        picked = [ln.strip() for ln in lines if _EXC.search(ln.strip())]
-    if not picked and lines and not _LOCATION.search(lines[0]):
-        picked = [lines[0].strip()]
+        picked = [ln.strip() for ln in lines if not _LOCATION.search(ln)]
     out = [ln[:width] for ln in picked if ln and not _LOCATION.search(ln) and not _DIFF.match(ln)]
     return out[:max_lines]
 
