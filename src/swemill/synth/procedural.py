@@ -220,7 +220,9 @@ class ProceduralStrategy:
         else:
             new_body = m.apply(target.node.body, site, rng)
             new_node = target.node.with_changes(body=new_body)
-        return pf.module.deep_replace(target.node, new_node).code
+        new_module = pf.module.deep_replace(target.node, new_node)
+        assert isinstance(new_module, cst.Module)
+        return new_module.code
 
     def _reject(self, pf: _Parsed, new_code: str) -> str | None:
         """Why a mutant is not worth validating, or None."""

@@ -118,10 +118,10 @@ class _RemoveWrapper(_StatementEdit):
     def replace(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
         assert isinstance(stmt, cst.With | cst.Try | cst.TryStar)
         inner = _inner_statements(stmt.body)
-        if inner and stmt.leading_lines:
-            inner[0] = inner[0].with_changes(
-                leading_lines=[*stmt.leading_lines, *inner[0].leading_lines]
-            )
+        first = inner[0] if inner else None
+        # Comments above the wrapper stay above what it wrapped.
+        if isinstance(first, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+            inner[0] = first.with_changes(leading_lines=[*stmt.leading_lines, *first.leading_lines])
         return inner
 
 
