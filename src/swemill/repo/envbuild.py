@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from swemill.core.errors import EnvBuildError
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, write_text_atomic
@@ -202,12 +204,27 @@ def _run(cmd: list[str], log: Path, src: ResolvedSource, *, cwd: Path | None = N
         _fail(f"install of {src.repo}@{src.commit[:12]} failed (exit {proc.returncode})", log)
 
 
-def _fail(summary: str, log: Path) -> None:
+def _fail(summary: str, log: Path) -> NoReturn:
     """Raise with the log's tail, keeping a copy of the log outside the doomed temp dir."""
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     tail = lines[-_LOG_TAIL:]
-    last = next((ln.strip() for ln in reversed(tail) if not ln.startswith("$ ")), "")
+    raise EnvBuildError(f"{summary}: {_reason_line(tail)}\n" + "\n".join(tail)
+                        + f"\n(full log: {_keep_log(log)})")
+
+
+def _reason_line(tail: list[str]) -> str:
+    """The line of the log that says why: the first error, with its cause when it ends in ':'."""
+    clean = [ln.strip(" ×╰─▶│|").strip() for ln in tail if not ln.startswith("$ ")]
+    for i, ln in enumerate(clean):
+        if re.search(r"\berror\b|No solution|not found|failed", ln, re.I):
+            nxt = clean[i + 1] if i + 1 < len(clean) else ""
+            return f"{ln}: {nxt}" if nxt and (ln.endswith(":") or nxt.startswith("cause:")) \
+                else ln
+    return clean[-1] if clean else "(the log is empty)"
+
+
+def _keep_log(log: Path) -> Path:
     kept = log.parent.parent.parent / "logs" / f"{log.parent.name.lstrip('.')}.build.log"
     kept.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(log, kept)
-    raise EnvBuildError(f"{summary}: {last}\n" + "\n".join(tail) + f"\n(full log: {kept})")
+    return kept
