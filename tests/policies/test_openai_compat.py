@@ -209,3 +209,23 @@ def test_local_server_without_price_costs_nothing_but_cannot_be_budgeted() -> No
         assert (reply.usage.cost_usd, reply.cost_source) == (0.0, "unknown")
         with pytest.raises(PolicyError, match="--price"):
             policy.worst_case_cost(_start(), TOOLS)
+
+
+def test_a_reply_slower_than_the_timeout_is_retried() -> None:
+    script = [FakeReply(text="late", delay_s=1.0), text_reply("on time")]
+    with FakeOpenAIServer(script) as srv:
+        reply = _policy(srv, timeout_s=0.3).act(_start(), TOOLS)
+    assert reply.message.text == "on time" and len(srv.requests) == 2
+
+
+def test_vllm_without_a_tool_parser_falls_back_to_text() -> None:
+    def script(request: dict[str, Any]) -> FakeError | FakeReply:
+        if "tools" in request["body"]:
+            return FakeError(400, '"auto" tool choice requires --enable-auto-tool-choice '
+                                  "and --tool-call-parser to be set")
+        return text_reply("No tools needed.")
+
+    with FakeOpenAIServer(script) as srv:
+        policy = _policy(srv, price="0,0")
+        assert policy.act(_start(), TOOLS).message.text == "No tools needed."
+        assert policy.worst_case_cost(_start(), TOOLS) == 0.0  # declared free

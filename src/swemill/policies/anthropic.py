@@ -106,7 +106,7 @@ def usage_from_anthropic(raw: dict[str, Any] | None) -> Usage:
 class AnthropicPolicy(BasePolicy):
     def __init__(self, spec: str, model: str, *, base_url: str | None = None,
                  api_key: str | None = None, max_tokens: int = 4096,
-                 price: Price | None = None, temperature: float | None = None,
+                 price: Price | str | None = None, temperature: float | None = None,
                  timeout_s: float = 120.0, retry: RetryPolicy | None = None) -> None:
         local = base_url is not None and is_local_url(base_url)
         if price is None and not local:

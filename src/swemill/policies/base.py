@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from swemill.core.errors import PolicyError
 from swemill.core.records import Message, Usage
-from swemill.policies.prices import CostSource, Price, require_price
+from swemill.policies.prices import CostSource, Price, parse_price, require_price
 
 __all__ = [
     "Policy",
@@ -86,12 +86,12 @@ class BasePolicy:
     synthetic = False
 
     def __init__(self, spec: str, model: str, *, max_tokens: int = 4096,
-                 price: Price | None = None, family: str | None = None) -> None:
+                 price: Price | str | None = None, family: str | None = None) -> None:
         self.spec = spec
         self.model = model
         self.name = spec
         self.max_tokens = max_tokens
-        self.price = price
+        self.price = parse_price(price) if isinstance(price, str) else price
         self.family = family or family_of(model)
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyReply:

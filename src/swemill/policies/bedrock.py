@@ -105,11 +105,11 @@ def _make_client(region: str | None, timeout_s: float) -> Any:
 
 class BedrockPolicy(BasePolicy):
     def __init__(self, spec: str, model_id: str, *, client: Any = None, region: str | None = None,
-                 max_tokens: int = 4096, price: Price | None = None,
+                 max_tokens: int = 4096, price: Price | str | None = None,
                  temperature: float | None = None, timeout_s: float = 120.0,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: RetryPolicy | None = None, family: str | None = None) -> None:
         super().__init__(spec, model_id, max_tokens=max_tokens,
-                         price=price or lookup_price(model_id))
+                         price=price or lookup_price(model_id), family=family)
         self.temperature = temperature
         self.retry = retry or RetryPolicy()
         self._client = client if client is not None else _make_client(region, timeout_s)
@@ -166,6 +166,7 @@ class BedrockPolicy(BasePolicy):
 def from_spec(spec: str, rest: str, **ctx: Any) -> BedrockPolicy:
     if not rest:
         raise PolicyError(f"policy spec {spec!r} names no model: use bedrock:MODEL_ID")
-    allowed = {"client", "region", "max_tokens", "price", "temperature", "timeout_s", "retry"}
+    allowed = {"client", "region", "max_tokens", "price", "temperature", "timeout_s", "retry",
+               "family"}
     return BedrockPolicy(spec, rest, **{k: v for k, v in ctx.items()
                                         if k in allowed and v is not None})

@@ -64,7 +64,7 @@ class OpenAIPolicy(BasePolicy):
 
     def __init__(self, spec: str, model: str, base_url: str = OPENAI_URL, *,
                  api_key: str | None = None, max_tokens: int = 4096,
-                 price: Price | None = None, tool_mode: ToolMode = "auto",
+                 price: Price | str | None = None, tool_mode: ToolMode = "auto",
                  temperature: float | None = None, timeout_s: float = 120.0,
                  retry: RetryPolicy | None = None, family: str | None = None) -> None:
         if price is None and not is_local_url(base_url):
@@ -177,9 +177,13 @@ def _error_detail(exc: Any) -> str:
     return str(getattr(exc, "message", exc))[:300]
 
 
+# How servers say "this model cannot take tools" (Ollama, vLLM without a tool parser, ...).
+_NO_TOOLS_HINTS = ("support", "not available", "enable-auto-tool-choice", "tool-call-parser")
+
+
 def _tools_unsupported(message: str) -> bool:
     low = message.lower()
-    return "400" in low and "tool" in low and ("support" in low or "not available" in low)
+    return "http 400" in low and "tool" in low and any(h in low for h in _NO_TOOLS_HINTS)
 
 
 def _ctx_for(cls_kwargs: dict[str, Any]) -> dict[str, Any]:
