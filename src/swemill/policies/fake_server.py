@@ -184,6 +184,9 @@ class FakeOpenAIServer:
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes; with Nagle on, a keep-alive client waits
+        # ~40 ms for the delayed ACK on every call.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
             return  # keep test output clean
