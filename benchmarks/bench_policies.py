@@ -104,8 +104,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     n = parser.parse_args().repeat
     med = statistics.median
-    print(f"budget reserve+settle, 1 thread:   {med(budget_ops_per_s(1) for _ in range(n)):,.0f}/s")
-    print(f"budget reserve+settle, 16 threads: {med(budget_ops_per_s(16) for _ in range(n)):,.0f}/s")
+    for threads in (1, 16):
+        rate = med(budget_ops_per_s(threads) for _ in range(n))
+        print(f"budget reserve+settle, {threads:2d} thread(s): {rate:,.0f}/s")
     uses = [budget_use(seed) for seed in range(n)]
     print(f"budget use at stop (8 workers, $1.00): median ${med(u for u, _ in uses):.3f} "
           f"spent, max ${max(u for u, _ in uses):.3f}, median {med(c for _, c in uses)} calls")
