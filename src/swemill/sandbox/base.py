@@ -77,8 +77,11 @@ class ExecResult:
 class Sandbox(Protocol):
     """Runs commands against one workspace. Backends: bwrap, docker, local."""
 
-    workspace: Path
-    """The workspace's host path."""
+    @property
+    def workspace(self) -> Path:
+        """The workspace's host path (a real directory, also for forks)."""
+        ...
+
     workdir: str
     """Where the workspace appears to the commands (``/workspace`` when isolated)."""
     limits: Limits

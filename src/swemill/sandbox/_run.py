@@ -1,0 +1,258 @@
+"""Run one command under limits, with bounded output and a kill that reaches the whole tree.
+
+Shared by every backend: a backend only decides the argv and the environment.
+
+Output is streamed through pipes in chunks; per stream the first half of the cap and a rolling
+last half are kept, so a flood of any size costs a bounded amount of memory. When the main
+process exits, whatever it left behind (daemonised grandchildren) is killed: a command's
+lifetime bounds its tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from swemill.core.errors import SandboxError
+from swemill.sandbox.base import ExecResult, KilledReason, Limits
+from swemill.sandbox.cgroups import CommandCgroups, cgroup_support
+
+__all__ = ["Capture", "run_guarded"]
+
+_CHUNK = 1 << 20
+_F_SETPIPE_SZ = 1031
+_DRAIN_GRACE_S = 0.5
+
+
+class Capture:
+    """Keeps the head and a rolling tail of one stream; memory stays under ~2x the cap."""
+
+    __slots__ = ("cap", "half", "head", "tail", "total")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(cap, 0)
+        self.half = self.cap // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            keep = self.cap - self.half
+            if len(self.tail) > 2 * keep + _CHUNK:  # trim rarely, so the cost stays amortised
+                del self.tail[: len(self.tail) - keep]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+    def text(self) -> str:
+        keep = self.cap - self.half
+        if not self.truncated:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
+        dropped = self.total - len(self.head) - keep
+        tail = bytes(self.tail[-keep:]) if keep else b""
+        marker = f"\n[... swemill: {dropped} bytes dropped ...]\n".encode()
+        return (bytes(self.head) + marker + tail).decode("utf-8", "replace")
+
+
+_GUARD_FAIL = "swemill-guard: cannot enter the command's cgroup"
+
+
+def _ulimits(limits: Limits, cg: CommandCgroups | None) -> list[str]:
+    """``ulimit`` settings for /bin/sh (POSIX units: -f in 512-byte blocks, -v in KiB)."""
+    out = ["-c 0"]
+    if limits.file_size_mb is not None:
+        out.append(f"-f {limits.file_size_mb * 2048}")
+    if limits.memory_mb is not None and (cg is None or not cg.limits_memory):
+        out.append(f"-v {limits.memory_mb * 1024}")
+    if limits.pids is not None and (cg is None or not cg.limits_pids) and os.geteuid() != 0:
+        # RLIMIT_NPROC counts every process of the uid (and root ignores it), so it is set
+        # relative to what the user already runs; cgroups are the real answer.
+        out.append(f"-u {limits.pids + _uid_process_count()}")
+    return out
+
+
+def _uid_process_count() -> int:
+    uid = os.getuid()
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                count += entry.stat().st_uid == uid
+    return count
+
+
+def _guarded_argv(argv: Sequence[str], limits: Limits, cg: CommandCgroups | None) -> list[str]:
+    """Wrap ``argv`` in a tiny shell that moves *itself* into the cgroups, sets the rlimits
+    and execs the command (same pid). A shell rather than a Python ``preexec_fn``: forking a
+    large Python process for a preexec hook costs ~15 ms, the shell under 1 ms."""
+    lines = [f"echo $$ > {shlex.quote(os.fsdecode(p))} || {{ echo \"{_GUARD_FAIL}\" >&2; exit 125; }}"
+             for p in (cg.procs_files if cg is not None else [])]
+    lines += [f"ulimit {u} || exit 125" for u in _ulimits(limits, cg)]
+    lines.append('exec "$@"')
+    return ["/bin/sh", "-c", "\n".join(lines), "swemill-guard", *argv]
+
+
+def _open_cgroups(limits: Limits) -> CommandCgroups | None:
+    if limits.pids is None and limits.memory_mb is None:
+        return None
+    support = cgroup_support()
+    if not (support.pids or support.memory):
+        return None
+    try:
+        cg = CommandCgroups(limits.pids if support.pids else None,
+                            limits.memory_mb if support.memory else None)
+    except OSError as exc:
+        raise SandboxError(f"cannot create the command's cgroups: {exc}") from exc
+    return cg if cg.active else None
+
+
+def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
+                stdin: bytes | None, limits: Limits, timeout: float) -> ExecResult:
+    """Run ``argv`` under ``limits`` and return what it did (never raises for the command's
+    own failures; raises :class:`SandboxError` when it cannot be started)."""
+    cg = _open_cgroups(limits)
+    try:
+        guarded = _guarded_argv(argv, limits, cg)
+        start = time.perf_counter()
+        try:
+            proc = subprocess.Popen(
+                guarded, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env), cwd=cwd,
+                start_new_session=True, close_fds=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxError(f"cannot start {argv[0]}: {exc}") from exc
+        out, err = Capture(limits.output_bytes), Capture(limits.output_bytes)
+        timed_out = _pump(proc, stdin, out, err, timeout, lambda: _kill_tree(proc, cg))
+        wall = time.perf_counter() - start
+        code = proc.returncode
+        if code == 125 and err.text().startswith(_GUARD_FAIL):
+            raise SandboxError(err.text().strip())
+        exit_code = 128 - code if code < 0 else code
+        reason = _reason(cg, exit_code, code < 0, timed_out)
+        return ExecResult(exit_code=exit_code, timed_out=timed_out, killed_reason=reason,
+                          stdout=out.text(), stderr=err.text(), wall_s=wall,
+                          truncated=out.truncated or err.truncated)
+    finally:
+        if cg is not None:
+            cg.remove()
+
+
+def _reason(cg: CommandCgroups | None, exit_code: int, signalled: bool,
+            timed_out: bool) -> KilledReason | None:
+    """Why the command was stopped; a hit limit explains a kill better than the timeout."""
+    if cg is not None and cg.oom_killed():
+        return "memory"
+    if cg is not None and cg.pids_limit_hit():
+        return "pids"
+    if exit_code == 128 + signal.SIGXFSZ:
+        return "file_size"
+    if timed_out:
+        return "timeout"
+    return "signal" if signalled else None
+
+
+def _kill_tree(proc: subprocess.Popen[bytes], cg: CommandCgroups | None) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if cg is not None:
+        cg.kill_all()
+
+
+def _setup_fds(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector,
+               out: Capture, err: Capture) -> None:
+    for stream, cap in ((proc.stdout, out), (proc.stderr, err)):
+        assert stream is not None
+        fd = stream.fileno()
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, _CHUNK)  # fewer wake-ups on a flood
+        sel.register(fd, selectors.EVENT_READ, cap)
+
+
+def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, out: Capture, err: Capture,
+          timeout: float, kill: Callable[[], None]) -> bool:
+    """Stream output until the tree is gone or the deadline; returns whether it timed out."""
+    pidfd = os.pidfd_open(proc.pid)
+    sel = selectors.DefaultSelector()
+    try:
+        _setup_fds(proc, sel, out, err)
+        sel.register(pidfd, selectors.EVENT_READ, "exit")
+        pending = memoryview(stdin or b"")
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, "stdin")
+        deadline = time.monotonic() + timeout
+        streams, timed_out, exited = 2, False, False
+        while streams or not exited:
+            left = deadline - time.monotonic()
+            if left <= 0 and exited:
+                break  # the drain grace is over; a stream still open belongs to nothing alive
+            if left <= 0:  # the wall-clock limit: kill, then drain briefly
+                timed_out = exited = True
+                _finish(proc, sel, pidfd, kill)
+                deadline = time.monotonic() + _DRAIN_GRACE_S
+                continue
+            for key, _ in sel.select(left):
+                if key.data == "exit":  # the main process is done: end what it left behind
+                    exited = True
+                    _finish(proc, sel, pidfd, kill)
+                    deadline = min(deadline, time.monotonic() + _DRAIN_GRACE_S)
+                elif key.data == "stdin":
+                    pending = _feed(proc, sel, pending)
+                elif chunk := os.read(key.fd, _CHUNK):
+                    key.data.add(chunk)
+                else:
+                    sel.unregister(key.fd)
+                    streams -= 1
+        return timed_out
+    finally:
+        sel.close()
+        os.close(pidfd)
+        if proc.poll() is None:
+            kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+def _finish(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector, pidfd: int,
+            kill: Callable[[], None]) -> None:
+    """Kill the rest of the tree, reap the main process, stop feeding stdin."""
+    kill()
+    proc.wait()
+    for fd in (pidfd, proc.stdin.fileno() if proc.stdin and not proc.stdin.closed else -1):
+        with contextlib.suppress(KeyError, ValueError):
+            sel.unregister(fd)
+
+
+def _feed(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector,
+          pending: memoryview) -> memoryview:
+    assert proc.stdin is not None
+    fd = proc.stdin.fileno()
+    try:
+        pending = pending[os.write(fd, pending[:65536]):]
+    except BlockingIOError:
+        return pending
+    except BrokenPipeError:  # the command stopped reading; what is left is dropped
+        pending = memoryview(b"")
+    if not pending:
+        sel.unregister(fd)
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    return pending

@@ -1,0 +1,109 @@
+"""What every backend shares: a workspace tree, safe file access, fork and close."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Self
+
+from swemill.core.errors import SandboxError
+from swemill.sandbox._paths import read_in, write_in
+from swemill.sandbox.base import Bind, ExecResult, Limits
+from swemill.sandbox.fork import PlainTree, Tree
+
+__all__ = ["TreeSandbox", "BASE_ENV"]
+
+BASE_ENV: dict[str, str] = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "TMPDIR": "/tmp",
+}
+"""The only variables a command sees besides the caller's own ``env``: nothing leaks from the host."""
+
+
+class TreeSandbox:
+    """A sandbox over a :class:`~swemill.sandbox.fork.Tree`; backends add ``exec``."""
+
+    workdir: str
+
+    def __init__(self, workspace: Path, *, binds: Sequence[Bind] = (),
+                 env: Mapping[str, str] | None = None, limits: Limits = Limits(),
+                 _tree: Tree | None = None) -> None:
+        if _tree is None:
+            workspace = Path(workspace).absolute()
+            if not workspace.is_dir():
+                raise SandboxError(f"workspace {workspace} is not a directory")
+            _tree = PlainTree(workspace)
+        self._tree = _tree
+        self.binds = tuple(binds)
+        self.env = dict(env or {})
+        self.limits = limits
+        self._active = 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def workspace(self) -> Path:
+        # whoever holds the host path may write there: a later fork must not reuse a snapshot
+        self._tree.touched()
+        return self._tree.path
+
+    def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None,
+             env: Mapping[str, str] | None = None, cwd: str | None = None,
+             stdin: bytes | None = None) -> ExecResult:
+        self._check_open()
+        with self._lock:
+            self._active += 1
+        try:
+            return self._exec(cmd, timeout=self.limits.timeout_s if timeout is None else timeout,
+                              env={**BASE_ENV, **self.env, **(env or {})}, cwd=cwd, stdin=stdin)
+        finally:
+            self._tree.touched()
+            with self._lock:
+                self._active -= 1
+
+    def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
+              cwd: str | None, stdin: bytes | None) -> ExecResult:
+        raise NotImplementedError
+
+    def read_file(self, path: str) -> bytes:
+        self._check_open()
+        return read_in(self._tree.path, path)
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        self._check_open()
+        self._tree.touched()
+        write_in(self._tree.path, path, data)
+
+    def fork(self) -> Self:
+        """A sandbox of the same backend and settings over a copy-on-write snapshot."""
+        self._check_open()
+        with self._lock:
+            if self._active:
+                raise SandboxError("cannot fork a sandbox while a command runs in it")
+            tree = self._tree.fork()
+        return self._clone(tree)
+
+    def _clone(self, tree: Tree) -> Self:
+        return type(self)(tree.path, binds=self.binds, env=self.env, limits=self.limits,
+                          _tree=tree)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._tree.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._tree.path})"

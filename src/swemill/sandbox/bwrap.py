@@ -1,0 +1,133 @@
+"""The default sandbox on Linux: bubblewrap with an explicit allow-list of mounts.
+
+Inside, a command sees: the system (``/usr``, ``/etc`` and the ``/bin``-style links) and the base
+Python prefix read-only, the caller's binds, its workspace read-write at ``/workspace`` (also
+its working directory), a private ``/tmp`` (``HOME``), its own ``/proc`` and pid namespace, no
+network (unless ``limits.net``), no IPC or hostname shared with the host, no host environment
+variables, and an unprivileged uid (1000) where user namespaces allow it. The root is read-only
+and nothing else of the host (its home, ``/work``, ``/var``, the host's ``/tmp``) exists.
+
+Limits come from :mod:`swemill.sandbox._run`: per-command cgroups (else rlimits), a file-size
+rlimit, a wall clock that kills the whole tree (the pid namespace dies with its first process,
+``--die-with-parent`` ties that to us, and the cgroup is emptied), and capped output.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from swemill.core.errors import SandboxError, SandboxUnavailable
+from swemill.sandbox._run import run_guarded
+from swemill.sandbox._tree_sandbox import TreeSandbox
+from swemill.sandbox.base import WORKSPACE, Bind, ExecResult, Limits
+
+__all__ = ["BwrapSandbox", "bwrap_path", "usable"]
+
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+_INSIDE_UID = "1000"
+
+
+def _install_hint() -> str:
+    return "apt-get install -y bubblewrap" if os.geteuid() == 0 else \
+        "sudo apt-get install -y bubblewrap"
+
+
+@functools.cache
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def _probe(extra: tuple[str, ...]) -> tuple[bool, str]:
+    exe = bwrap_path()
+    if exe is None:
+        return False, "bwrap not found"
+    argv = [exe, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", *extra,
+            "--die-with-parent", "true"]
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    return p.returncode == 0, p.stderr.strip()[:200]
+
+
+@functools.cache
+def usable() -> tuple[bool, str]:
+    """Whether bwrap can create its namespaces here, and why not."""
+    return _probe(())
+
+
+@functools.cache
+def _user_ns_args() -> tuple[str, ...]:
+    """Run as an unprivileged uid inside when user namespaces allow it (measured: ~1 ms)."""
+    args = ("--unshare-user", "--disable-userns", "--uid", _INSIDE_UID, "--gid", _INSIDE_UID)
+    return args if _probe(args)[0] else ()
+
+
+def _system_mounts(net: bool) -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for d in _SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    args += ["--ro-bind", "/etc", "/etc"]
+    resolv = Path("/etc/resolv.conf")
+    if net and resolv.is_symlink():  # e.g. systemd-resolved keeps it under /run
+        real = resolv.resolve()
+        if real.exists() and not str(real).startswith(("/etc/", "/usr/")):
+            args += ["--ro-bind", str(real), str(real)]
+    prefix = Path(sys.base_prefix).resolve()
+    if not str(prefix).startswith("/usr/"):  # repository venvs link to this interpreter
+        args += ["--ro-bind", str(prefix), str(prefix)]
+    return args
+
+
+def _static_args(limits: Limits, binds: Sequence[Bind]) -> list[str]:
+    exe = bwrap_path()
+    assert exe is not None
+    args = [exe, *_system_mounts(limits.net), "--proc", "/proc", "--dev", "/dev"]
+    if limits.memory_mb is not None:  # tmpfs pages are memory: keep /tmp within the limit
+        args += ["--size", str(limits.memory_mb << 20)]
+    args += ["--tmpfs", "/tmp", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+             "--unshare-cgroup-try", *_user_ns_args(), "--die-with-parent", "--new-session"]
+    if not limits.net:
+        args.append("--unshare-net")
+    for b in binds:
+        args += ["--bind" if b.writable else "--ro-bind", str(b.host), b.inside]
+    return args
+
+
+class BwrapSandbox(TreeSandbox):
+    """Runs commands with bubblewrap over one workspace (see the module docstring)."""
+
+    workdir = WORKSPACE
+
+    def __init__(self, workspace: Path, *, binds: Sequence[Bind] = (),
+                 env: Mapping[str, str] | None = None, limits: Limits = Limits(),
+                 **kwargs: object) -> None:
+        ok, why = usable()
+        if not ok:
+            raise SandboxUnavailable(f"bwrap sandbox unusable ({why}); fix: {_install_hint()}")
+        super().__init__(workspace, binds=binds, env=env, limits=limits, **kwargs)  # type: ignore[arg-type]
+        self._static = _static_args(limits, self.binds)
+
+    def argv(self, cmd: Sequence[str] | str, cwd: str | None = None) -> list[str]:
+        """The full bwrap command line that runs ``cmd`` in this sandbox."""
+        inner = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not inner:
+            raise SandboxError("empty command")
+        where = WORKSPACE if cwd is None else (cwd if cwd.startswith("/") else
+                                               f"{WORKSPACE}/{cwd}")
+        return [*self._static, "--bind", str(self._tree.path), WORKSPACE, "--chdir", where,
+                "--remount-ro", "/", "--", *inner]
+
+    def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
+              cwd: str | None, stdin: bytes | None) -> ExecResult:
+        return run_guarded(self.argv(cmd, cwd), env=env, cwd="/", stdin=stdin,
+                           limits=self.limits, timeout=timeout)

@@ -1,0 +1,258 @@
+"""Per-command cgroups: a process-count and a memory limit for one command and its whole tree.
+
+Each command gets its own ``swemill-<pid>-<uuid>`` groups, created as children of the caller's
+own cgroup (so limits that already bound the caller still bound the command). Only the sandboxed
+child is moved in, from inside itself (:meth:`CommandCgroups.enter` runs between fork and exec),
+so everything it spawns — including daemonised grandchildren — stays in the group and can be
+counted and killed. The groups are removed after every command, also on errors.
+
+cgroup v1 (``/sys/fs/cgroup/{pids,memory}``) and the v2 unified hierarchy are both handled.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CgroupSupport", "CommandCgroups", "cgroup_support", "leftover_groups"]
+
+ROOT = Path("/sys/fs/cgroup")
+PREFIX = "swemill-"
+
+
+@dataclass(slots=True, frozen=True)
+class CgroupSupport:
+    """Which cgroup controllers this process can use for its commands."""
+
+    version: str
+    """``"v1"``, ``"v2"`` or ``""`` when no cgroup hierarchy is mounted."""
+    pids: bool
+    memory: bool
+
+
+def _own_paths() -> dict[str, str]:
+    """Controller name (``""`` for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    out: dict[str, str] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else [""]:
+            out[name] = path
+    return out
+
+
+def _is_v2() -> bool:
+    return (ROOT / "cgroup.controllers").exists()
+
+
+def _v1_parent(controller: str, own: dict[str, str]) -> Path | None:
+    base = ROOT / controller
+    if controller not in own or not (base / "cgroup.procs").exists():
+        return None
+    parent = base / own[controller].lstrip("/")
+    return parent if os.access(parent, os.W_OK) else None
+
+
+def _v2_parent(own: dict[str, str]) -> tuple[Path | None, set[str]]:
+    parent = ROOT / own.get("", "/").lstrip("/")
+    if not os.access(parent, os.W_OK):
+        return None, set()
+    try:
+        enabled = set((parent / "cgroup.subtree_control").read_text().split())
+    except OSError:
+        return None, set()
+    return parent, enabled & {"pids", "memory"}
+
+
+def cgroup_support() -> CgroupSupport:
+    """Which controllers are writable here (cheap: a few stat calls)."""
+    own = _own_paths()
+    if _is_v2():
+        parent, enabled = _v2_parent(own)
+        return CgroupSupport("v2", parent is not None and "pids" in enabled,
+                             parent is not None and "memory" in enabled)
+    if not (ROOT / "pids").exists() and not (ROOT / "memory").exists():
+        return CgroupSupport("", False, False)
+    return CgroupSupport("v1", _v1_parent("pids", own) is not None,
+                         _v1_parent("memory", own) is not None)
+
+
+def leftover_groups() -> list[Path]:
+    """Groups this process created and has not removed (should always be empty)."""
+    own = _own_paths()
+    mine = f"{PREFIX}{os.getpid()}-*"
+    parents = [ROOT / own.get("", "/").lstrip("/")] if _is_v2() else [
+        p for c in ("pids", "memory") if (p := _v1_parent(c, own)) is not None]
+    return [g for parent in parents for g in parent.glob(mine)]
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(value)
+
+
+def _read_int_field(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+class CommandCgroups:
+    """The groups of one command: create, enter (in the child), inspect, kill, remove."""
+
+    def __init__(self, pids: int | None, memory_mb: int | None) -> None:
+        self.version = ""
+        self.dirs: list[Path] = []
+        self._pids_dir: Path | None = None
+        self._mem_dir: Path | None = None
+        self._procs: list[bytes] = []
+        name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        try:
+            if _is_v2():
+                self._create_v2(name, pids, memory_mb)
+            else:
+                self._create_v1(name, pids, memory_mb)
+        except BaseException:
+            self.remove()
+            raise
+        self._procs = [os.fsencode(d / "cgroup.procs") for d in self.dirs]
+
+    @property
+    def active(self) -> bool:
+        return bool(self.dirs)
+
+    @property
+    def limits_pids(self) -> bool:
+        return self._pids_dir is not None
+
+    @property
+    def limits_memory(self) -> bool:
+        return self._mem_dir is not None
+
+    def _create_v1(self, name: str, pids: int | None, memory_mb: int | None) -> None:
+        self.version = "v1"
+        own = _own_paths()
+        if pids is not None and (parent := _v1_parent("pids", own)) is not None:
+            d = parent / name
+            os.mkdir(d)
+            self.dirs.append(d)
+            _write(d / "pids.max", str(pids))
+            self._pids_dir = d
+        if memory_mb is not None and (parent := _v1_parent("memory", own)) is not None:
+            d = parent / name
+            os.mkdir(d)
+            self.dirs.append(d)
+            limit = str(memory_mb << 20)
+            _write(d / "memory.limit_in_bytes", limit)
+            if (d / "memory.memsw.limit_in_bytes").exists():  # no swapping around the limit
+                _write(d / "memory.memsw.limit_in_bytes", limit)
+            self._mem_dir = d
+
+    def _create_v2(self, name: str, pids: int | None, memory_mb: int | None) -> None:
+        self.version = "v2"
+        parent, enabled = _v2_parent(_own_paths())
+        if parent is None or not enabled or (pids is None and memory_mb is None):
+            return
+        d = parent / name
+        os.mkdir(d)
+        self.dirs.append(d)
+        if pids is not None and "pids" in enabled:
+            _write(d / "pids.max", str(pids))
+            self._pids_dir = d
+        if memory_mb is not None and "memory" in enabled:
+            _write(d / "memory.max", str(memory_mb << 20))
+            if (d / "memory.swap.max").exists():
+                _write(d / "memory.swap.max", "0")
+            self._mem_dir = d
+
+    @property
+    def procs_files(self) -> list[bytes]:
+        """The ``cgroup.procs`` files the command writes its own pid to before it execs."""
+        return list(self._procs)
+
+    def enter(self) -> None:
+        """Move the calling process into the groups (for a child between fork and exec)."""
+        pid = str(os.getpid()).encode()
+        for procs in self._procs:
+            fd = os.open(procs, os.O_WRONLY)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+
+    def members(self) -> list[int]:
+        pids: set[int] = set()
+        for d in self.dirs:
+            try:
+                pids.update(int(x) for x in (d / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                continue
+        return sorted(pids)
+
+    def kill_all(self, deadline_s: float = 5.0) -> bool:
+        """SIGKILL every member until the groups are empty; True when they are."""
+        if not self.dirs:
+            return True
+        if self.version == "v2" and (self.dirs[0] / "cgroup.kill").exists():
+            try:
+                _write(self.dirs[0] / "cgroup.kill", "1")
+            except OSError:
+                pass
+        end = time.monotonic() + deadline_s
+        delay = 0.0005
+        while members := self.members():
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if time.monotonic() > end:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return True
+
+    def oom_killed(self) -> bool:
+        if self._mem_dir is None:
+            return False
+        if self.version == "v2":
+            return _read_int_field(self._mem_dir / "memory.events", "oom_kill") > 0
+        return _read_int_field(self._mem_dir / "memory.oom_control", "oom_kill") > 0
+
+    def pids_limit_hit(self) -> bool:
+        if self._pids_dir is None:
+            return False
+        return _read_int_field(self._pids_dir / "pids.events", "max") > 0
+
+    def remove(self, deadline_s: float = 5.0) -> list[Path]:
+        """Kill what is left and rmdir every group; returns the groups that could not be removed."""
+        self.kill_all(deadline_s)
+        stuck: list[Path] = []
+        for d in reversed(self.dirs):
+            end = time.monotonic() + deadline_s
+            while True:
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as exc:  # EBUSY while the last members finish exiting
+                    if exc.errno != errno.EBUSY or time.monotonic() > end:
+                        stuck.append(d)
+                        break
+                    time.sleep(0.002)
+        self.dirs = stuck
+        return stuck
