@@ -120,7 +120,8 @@ def test_local_backend_imports_the_workspace_through_pythonpath(demo_env: RepoEn
     from swemill.sandbox import open_sandbox
 
     ws = copy_workspace(demo_env, tmp_path / "w", "local-value")
-    with open_sandbox(ws, backend="local", binds=demo_env.binds()) as sb:
+    with pytest.warns(RuntimeWarning, match="NOT isolated"), \
+            open_sandbox(ws, backend="local", binds=demo_env.binds()) as sb:
         value, where = probe(sb, demo_env)
     assert value == "local-value"
     assert where == str(ws / "forkdemo" / "__init__.py")

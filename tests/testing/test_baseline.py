@@ -1,0 +1,160 @@
+"""Baseline and selected runs in a real bwrap sandbox over a real environment.
+
+Regression classes: a hanging test must end at the timeout and never read as a pass; a run
+that dies with exit 0 before pytest's summary (``os._exit(0)`` in a test) is not a pass; a
+selection must run exactly what was asked; the coverage map must name the functions a test
+really executes and none it does not.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from swemill.repo.envbuild import RepoEnv, build_env
+from swemill.repo.sources import resolve_source
+from swemill.testing.baseline import fresh_sandbox, load_baseline, run_baseline
+from swemill.testing.runner import run_tests
+from swemill.testing.timeouts import adaptive_timeout
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+FILES = {
+    "pyproject.toml": """
+        [build-system]
+        requires = ["setuptools>=61"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "calcdemo"
+        version = "0.1"
+        [tool.setuptools]
+        packages = ["calcdemo"]
+        [tool.pytest.ini_options]
+        addopts = "-x -p no:warnings -ra"
+        """,
+    "calcdemo/__init__.py": """
+        def add(a, b):
+            return a + b
+
+
+        def mul(a, b):
+            total = 0
+            for _ in range(b):
+                total = add(total, a)
+            return total
+
+
+        class Acc:
+            def __init__(self):
+                self.v = 0
+
+            def push(self, x):
+                self.v = add(self.v, x)
+                return self
+
+
+        def untested():
+            return 42
+        """,
+    "tests/test_calc.py": """
+        import os
+        import time
+
+        import pytest
+
+        from calcdemo import Acc, add, mul
+
+        def test_add():
+            assert add(2, 3) == 5
+
+        def test_mul():
+            assert mul(3, 4) == 12
+
+        def test_acc():
+            assert Acc().push(2).push(3).v == 5
+
+        def test_broken():
+            assert add(1, 1) == 3
+
+        @pytest.mark.skip(reason="not here")
+        def test_skipped():
+            pass
+
+        @pytest.mark.xfail(reason="known")
+        def test_known_bug():
+            assert mul(2, 2) == 5
+
+        def test_maybe_hang():
+            if os.path.exists("HANG"):
+                time.sleep(600)
+
+        def test_maybe_exit():
+            if os.path.exists("EXIT"):
+                os._exit(0)
+        """,
+}
+T = "tests/test_calc.py::"
+
+
+@pytest.fixture(scope="module")
+def calc_env(shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> RepoEnv:
+    root = tmp_path_factory.mktemp("calc") / "calcdemo"
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text).lstrip())
+    return build_env(resolve_source(str(root), cache=shared_cache), cache=shared_cache)
+
+
+def test_baseline_outcomes_durations_and_coverage_map(calc_env: RepoEnv) -> None:
+    b = run_baseline(calc_env, backend="bwrap", runs=3, suite_timeout=300)
+    assert b.outcomes == {
+        T + "test_add": "passed", T + "test_mul": "passed", T + "test_acc": "passed",
+        T + "test_broken": "failed", T + "test_skipped": "skipped",
+        T + "test_known_bug": "xfailed", T + "test_maybe_hang": "passed",
+        T + "test_maybe_exit": "passed",
+    }  # the repo's -x was dropped: every test ran
+    assert b.flaky == [] and b.runs == 3
+    assert set(b.durations_s) == set(b.outcomes)
+    assert b.coverage["calcdemo/__init__.py::add"] == sorted(
+        [T + "test_acc", T + "test_add", T + "test_broken", T + "test_known_bug",
+         T + "test_mul"])
+    assert b.coverage["calcdemo/__init__.py::Acc.push"] == [T + "test_acc"]
+    assert b.coverage["calcdemo/__init__.py::mul"] == [T + "test_known_bug", T + "test_mul"]
+    assert "calcdemo/__init__.py::untested" not in b.coverage
+    assert b.startup_s > 0 and b.suite_wall_s > 0
+    assert "-p no:randomly" in b.test_cmd and "-ra" in b.test_cmd
+    assert b.passing() == {T + n for n in ("test_add", "test_mul", "test_acc",
+                                           "test_maybe_hang", "test_maybe_exit")}
+    stamp = calc_env.baseline_path.stat().st_mtime_ns
+    assert run_baseline(calc_env, backend="bwrap") == b == load_baseline(calc_env)
+    assert calc_env.baseline_path.stat().st_mtime_ns == stamp  # reused, not rerun
+    assert adaptive_timeout(b, [T + "test_add"]) < adaptive_timeout(b)
+
+
+def test_selected_run_runs_exactly_the_selection(calc_env: RepoEnv) -> None:
+    wanted = [T + "test_add", T + "test_broken", T + "test_gone"]
+    with fresh_sandbox(calc_env, "bwrap") as sb:
+        r = run_tests(sb, calc_env, wanted, timeout=120)
+        assert not list(sb.workspace.glob(".swemill-run-*"))  # nothing left behind
+    assert r.trustworthy, r.problem
+    assert set(r.results) == set(wanted)
+    assert [r.status(n) for n in wanted] == ["passed", "failed", "error"]
+
+
+def test_hanging_test_ends_at_the_timeout_and_is_not_a_pass(calc_env: RepoEnv) -> None:
+    with fresh_sandbox(calc_env, "bwrap") as sb:
+        sb.write_file("HANG", "")
+        r = run_tests(sb, calc_env, [T + "test_add", T + "test_maybe_hang"], timeout=8)
+    assert r.timed_out and not r.trustworthy and r.wall_s < 60
+    assert r.status(T + "test_add") == "error" and r.status(T + "test_maybe_hang") == "error"
+
+
+def test_exit_zero_before_the_summary_is_not_a_pass(calc_env: RepoEnv) -> None:
+    with fresh_sandbox(calc_env, "bwrap") as sb:
+        sb.write_file("EXIT", "")
+        r = run_tests(sb, calc_env, [T + "test_add", T + "test_maybe_exit"], timeout=120)
+    assert r.exit_code == 0 and not r.trustworthy
+    assert "never finished" in r.problem
+    assert r.status(T + "test_add") == "error"
