@@ -182,10 +182,14 @@ def ingest(
     run_id: str | None = None,
     opts: IngestOptions | None = None,
     *,
-    max_rows: int = 5000,
-    max_bytes: int = 64 * 1024 * 1024,
+    max_rows: int = 2000,
+    max_bytes: int = 16 * 1024 * 1024,
 ) -> IngestResult:
-    """Ingest every trace file under ``paths`` into ``store`` as one run."""
+    """Ingest every trace file under ``paths`` into ``store`` as one run.
+
+    A shard is written when a stage has buffered ``max_rows`` rows or about ``max_bytes`` of
+    text; together with reading one session at a time this bounds memory (see
+    ``benchmarks/bench_ingest.py``)."""
     check_paths(paths)  # before anything is written
     run_id = run_id or new_run_id()
     opts = opts or IngestOptions()
@@ -197,6 +201,10 @@ def ingest(
     }
     store.write_manifest(_manifest(run_id, paths, counts, "running"))
     for item in iter_items(paths, counts, opts, scrub):
+        if isinstance(item, TraceState):
+            # The history is not stored; holding it in the buffer would keep whole sessions
+            # alive until the shard is written.
+            item = item.model_copy(update={"messages": []})
         sinks[type(item)].add(item)
     for sink in sinks.values():
         sink.flush()

@@ -1,0 +1,126 @@
+"""Ingest throughput (MB/s, one core) and peak memory for two corpus sizes.
+
+Generates Claude Code-shaped session JSONL (``swemill.traces.fake_sessions``: one line per
+content block, repeated usage, thinking with signatures, tool results of 1-10 KB) into a temp
+folder, then ingests each corpus in a fresh process pinned to one CPU and reports:
+
+- MB/s over the ``ingest()`` call only (imports excluded; they are reported apart),
+- peak RSS of that process, and the part added by ingesting (peak minus RSS after imports).
+
+Streaming holds when the ingest part of peak RSS does not grow with the corpus (4x here).
+
+    .venv/bin/python benchmarks/bench_ingest.py [--sizes 50,200] [--repeat 1] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MB = 2**20
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def child(corpus: Path, out: Path) -> None:
+    """Runs in its own process: one ingest, one JSON line of measurements on stdout."""
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[0]})  # single core, whatever the machine has
+    t0 = time.perf_counter()
+    import pyarrow.parquet  # noqa: F401  (the store's Parquet stack, imported up front)
+
+    with contextlib.suppress(ImportError):  # pyarrow pulls pandas in on first use
+        import pandas  # noqa: F401
+
+    from swemill.store import Store
+    from swemill.traces.ingest import ingest
+
+    imports_s = time.perf_counter() - t0
+    store = Store.open(str(out))
+    rss_before = _rss_mb()
+    t1 = time.perf_counter()
+    result = ingest([corpus], store, run_id="bench")
+    seconds = time.perf_counter() - t1
+    size = sum(p.stat().st_size for p in corpus.rglob("*.jsonl"))
+    c = result.counts
+    print(json.dumps({
+        "bytes": size, "seconds": seconds, "imports_s": imports_s, "rss_after_imports_mb":
+        rss_before, "peak_rss_mb": _rss_mb(), "turns": c.assistant_turns,
+        "tool_calls": c.tool_calls, "sessions": c.sessions, "lines": c.lines,
+        "shards": result.shards, "quarantined": c.quarantined,
+    }))
+
+
+def _run_child(corpus: Path, out: Path) -> dict:
+    if out.exists():
+        shutil.rmtree(out)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", str(corpus), str(out)],
+        capture_output=True, text=True, check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"ingest child failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="50,200", help="corpus sizes in MB, comma-separated")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per size (median reported)")
+    ap.add_argument("--keep", type=Path, help="generate into this folder and keep it")
+    ap.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    from swemill.traces.fake_sessions import generate_corpus
+
+    work = args.keep or Path(tempfile.mkdtemp(prefix="swemill-bench-ingest-"))
+    rows = []
+    try:
+        for n, size_mb in enumerate(int(s) for s in args.sizes.split(",")):
+            corpus = work / f"corpus-{size_mb}mb"
+            t = time.perf_counter()
+            written = generate_corpus(corpus, size_mb * MB, seed=n)
+            print(f"generated {written / MB:.1f} MB in {time.perf_counter() - t:.1f} s",
+                  file=sys.stderr)
+            runs = [_run_child(corpus, work / "store") for _ in range(args.repeat)]
+            rows.append((size_mb, runs))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    _report(rows)
+
+
+def _report(rows: list[tuple[int, list[dict]]]) -> None:
+    print(f"{'corpus':>8} {'MB/s':>7} {'seconds':>8} {'turns':>8} {'turns/s':>8} "
+          f"{'peak RSS':>9} {'ingest part':>11} {'imports':>8}")
+    for _, runs in rows:
+        r = runs[0]
+        sec = statistics.median(x["seconds"] for x in runs)
+        peak = statistics.median(x["peak_rss_mb"] for x in runs)
+        part = statistics.median(x["peak_rss_mb"] - x["rss_after_imports_mb"] for x in runs)
+        print(f"{r['bytes'] / MB:>6.0f}MB {r['bytes'] / MB / sec:>7.2f} {sec:>8.1f} "
+              f"{r['turns']:>8} {r['turns'] / sec:>8.0f} {peak:>7.0f}MB {part:>9.0f}MB "
+              f"{statistics.median(x['imports_s'] for x in runs):>7.1f}s")
+    if len(rows) >= 2:
+        (s0, r0), (s1, r1) = rows[0], rows[-1]
+        p0 = statistics.median(x["peak_rss_mb"] for x in r0)
+        p1 = statistics.median(x["peak_rss_mb"] for x in r1)
+        print(f"corpus x{s1 / s0:.1f} -> peak RSS x{p1 / p0:.2f}")
+
+
+if __name__ == "__main__":
+    main()
