@@ -171,8 +171,11 @@ _SECRET_NAME = (
 RULES: tuple[Rule, ...] = (
     _rule(
         "private_key",
-        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,20000}?"
-        r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:\s*[A-Za-z0-9+/=:,\- ]{1,100})*)",
+        # Header, then base64 / header lines (a lone '-' but never '-----'), then the END
+        # line when present: a truncated key is redacted up to where its body stops.
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:[A-Za-z0-9+/=\s:,.\\]+|-(?!----)){0,4000}"
+        r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)?",
         ("PRIVATE KEY",),
     ),
     _rule("jwt", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", ("eyJ",)),
