@@ -101,9 +101,10 @@ def _read(path: Path, opts: IngestOptions, counts: IngestCounts) -> Iterator[Qua
             continue
         seen.add(node.uuid)
         log.nodes.append(node)
-        msg = rec.get("message")
         if node.kind == "assistant" and isinstance(rec.get("costUSD"), int | float):
-            log.cost_by_key[str(msg.get("id") or node.uuid)] = float(rec["costUSD"])
+            # costUSD (older versions) is per line; the response's lines repeat it: once.
+            msg_id = rec["message"].get("id") or node.uuid  # assistant nodes hold a dict
+            log.cost_by_key[str(msg_id)] = float(rec["costUSD"])
     yield log
 
 

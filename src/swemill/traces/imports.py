@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from swemill.core.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from swemill.core.toolmap import from_bash_agent, from_swe_agent_action, from_swe_agent_tool_call
@@ -61,6 +61,10 @@ def load_document(path: Path, max_bytes: int) -> dict[str, Any] | Quarantine:
     return doc
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _text(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
@@ -77,7 +81,7 @@ def _key(base: str, keys: set[str]) -> str:
 
 
 def _mini_actions(msg: dict[str, Any], call_id: str) -> list[ToolCall]:
-    extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
+    extra = _dict(msg.get("extra"))
     acts = extra.get("actions")
     if isinstance(acts, list) and acts:
         return [
@@ -97,7 +101,7 @@ def _mini_actions(msg: dict[str, Any], call_id: str) -> list[ToolCall]:
 
 
 def _returncode(msg: dict[str, Any]) -> int | None:
-    extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
+    extra = _dict(msg.get("extra"))
     if isinstance(extra.get("returncode"), int):
         return extra["returncode"]
     m = _RETURNCODE.search(_text(msg.get("content")))
@@ -105,9 +109,9 @@ def _returncode(msg: dict[str, Any]) -> int | None:
 
 
 def _usage_of(msg: dict[str, Any]) -> Usage:
-    extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
-    resp = extra.get("response") if isinstance(extra.get("response"), dict) else {}
-    raw = resp.get("usage") if isinstance(resp.get("usage"), dict) else {}
+    extra = _dict(msg.get("extra"))
+    resp = _dict(extra.get("response"))
+    raw = _dict(resp.get("usage"))
     cost = extra.get("cost")
     return Usage(input_tokens=int(raw.get("prompt_tokens") or 0),
                  output_tokens=int(raw.get("completion_tokens") or 0),
@@ -123,7 +127,7 @@ class _Acc:
         self.turns: list[TurnRef] = []
         self.pending: list[ToolCall] = []
 
-    def say(self, role: str, text: str) -> None:
+    def say(self, role: Literal["system", "user"], text: str) -> None:
         self.messages.append(Message(role=role, content=[TextBlock(text=self.scrub.text(text))]))
 
     def act(self, text: str, calls: list[ToolCall], model: str, usage: Usage,
@@ -147,7 +151,7 @@ class _Acc:
 
 
 def _mini_message(acc: _Acc, msg: dict[str, Any], model: str, counts: IngestCounts) -> None:
-    role, extra = msg.get("role"), msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
+    role, extra = msg.get("role"), _dict(msg.get("extra"))
     text = _text(msg.get("content"))
     if role == "assistant":
         calls = _mini_actions(msg, f"{acc.key}-call-{len(acc.turns)}")
@@ -156,7 +160,7 @@ def _mini_message(acc: _Acc, msg: dict[str, Any], model: str, counts: IngestCoun
         code = _returncode(msg)
         acc.observe(text, code is not None and code != 0, msg.get("tool_call_id"))
     elif role in ("system", "user"):
-        acc.say(str(role), text)
+        acc.say("system" if role == "system" else "user", text)
     else:
         counts.bump("skipped_types", f"role:{role}")
 
@@ -184,15 +188,15 @@ def import_mini_swe_agent(
         yield doc if isinstance(doc, Quarantine) else Quarantine(
             file=str(path), line_no=0, reason="no 'messages' list (not a mini-swe-agent file)")
         return
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    cfg = info.get("config") if isinstance(info.get("config"), dict) else {}
-    model_cfg = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+    info = _dict(doc.get("info"))
+    cfg = _dict(info.get("config"))
+    model_cfg = _dict(cfg.get("model"))
     model = str(model_cfg.get("model_name") or "")
     acc = _Acc(_key(path.name.removesuffix(".traj.json").removesuffix(".json"), keys), scrub)
     for msg in doc["messages"]:
         if isinstance(msg, dict):
             _mini_message(acc, msg, model, counts)
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    stats = _dict(info.get("model_stats"))
     total = Usage(cost_usd=float(stats.get("instance_cost") or 0.0))
     meta = {"exit_status": info.get("exit_status"), "api_calls": stats.get("api_calls"),
             "submission": scrub.text(str(info.get("submission") or "")),
@@ -206,7 +210,7 @@ def _swe_head(acc: _Acc, history: Any) -> None:
             continue
         if item.get("role") not in ("system", "user"):
             break
-        acc.say(str(item["role"]), _text(item.get("content")))
+        acc.say("system" if item["role"] == "system" else "user", _text(item.get("content")))
 
 
 def import_swe_agent(
@@ -221,7 +225,7 @@ def import_swe_agent(
     acc = _Acc(_key(path.name.removesuffix(".traj"), keys), scrub)
     _swe_head(acc, doc.get("history"))
     steps = [s for s in doc["trajectory"] if isinstance(s, dict)]
-    state = steps[0].get("state") if steps and isinstance(steps[0].get("state"), dict) else {}
+    state = _dict(steps[0].get("state")) if steps else {}
     root = str(state.get("working_dir") or "/testbed")
     for n, step in enumerate(steps):
         call = from_swe_agent_action(str(step.get("action", "")), f"{acc.key}-call-{n}", root)
@@ -230,8 +234,8 @@ def import_swe_agent(
         acc.act(text, [call] if head else [], "", Usage(), head[0] if head else None)
         if head:
             acc.observe(str(step.get("observation") or ""), False, call.id)
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    info = _dict(doc.get("info"))
+    stats = _dict(info.get("model_stats"))
     total = Usage(input_tokens=int(stats.get("tokens_sent") or 0),
                   output_tokens=int(stats.get("tokens_received") or 0),
                   cost_usd=float(stats.get("instance_cost") or 0.0))
