@@ -230,3 +230,11 @@ def test_false_positives_on_swemill_code() -> None:
     assert lines > 1000
     print(f"scrub false positives: {hits} in {lines} lines of {len(files)} files: {found}")
     assert hits <= max(3, lines // FP_LINES_PER_HIT), found
+
+
+def test_truncated_key_does_not_swallow_what_follows() -> None:
+    head = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA" + tok(40) + "\n"
+    text = head + "[output truncated]\n$ echo keep-this-line\n" + pem() + "\nafter"
+    result = scrub(text)
+    assert "keep-this-line" in result.text and result.text.endswith("after")
+    assert result.counts == {"private_key": 2}

@@ -205,3 +205,25 @@ def test_bad_rows_and_names(store: Store) -> None:
     with pytest.raises(StoreError, match="do not match Task"):
         store.write_records("golden", "r1", "0", [{"nope": 1}])
         store.read_records("golden", "r1", Task)
+
+
+def test_resume_redoes_only_pending_shards(store: Store) -> None:
+    shards = [shard_name(k, 4) for k in range(4)]
+    assert store.pending_shards("tasks", "r1", shards) == shards
+    store.write_records("tasks", "r1", shards[0], [_task(0)])
+    store.write_records("tasks", "r1", shards[2], [_task(2)])
+    store.put_bytes(layout.part_key("tasks", "r1", shards[3]), b"killed mid-shard")
+    todo = store.pending_shards("tasks", "r1", shards)
+    assert todo == [shards[1], shards[3]]
+    for shard in todo:
+        store.write_records("tasks", "r1", shard, [_task(int(shard[:5]))])
+    got = [t.instance_id for t in store.read_records("tasks", "r1", Task)]
+    assert got == [f"demo__{k}" for k in range(4)]
+
+
+def test_store_pickles_for_worker_processes(store: Store) -> None:
+    import pickle
+
+    store.write_json("x.json", {"a": 1})
+    clone = pickle.loads(pickle.dumps(store))
+    assert clone.read_json("x.json") == {"a": 1}

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import fsspec
@@ -219,6 +219,11 @@ class Store:
 
     def is_complete(self, stage: str, run_id: str, shard: str) -> bool:
         return self.exists(layout.marker_key(stage, run_id, shard))
+
+    def pending_shards(self, stage: str, run_id: str, shards: Iterable[str]) -> list[str]:
+        """The shards of ``shards`` without a completion marker: what a resumed run redoes."""
+        done = set(self.complete_shards(stage, run_id))
+        return [s for s in shards if s not in done]
 
     def complete_shards(self, stage: str, run_id: str) -> list[str]:
         names = self.list_keys(layout.markers_prefix(stage, run_id))
