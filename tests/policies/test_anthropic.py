@@ -20,6 +20,9 @@ from swemill.policies.fake_server import (
 from swemill.policies.prices import Price
 from swemill.policies.retry import RetryPolicy
 
+# Importing the Anthropic SDK alone takes several seconds on a loaded machine.
+pytestmark = pytest.mark.slow
+
 FAST = RetryPolicy(max_attempts=3, base_s=0.01, max_s=0.05)
 TOOLS = tool_schemas()
 

@@ -103,3 +103,30 @@ def test_parse_price() -> None:
             parse_price(bad)
     with pytest.raises(PolicyError, match="no price known for model 'x'"):
         require_price("x", None)
+
+
+@pytest.mark.parametrize(
+    ("module", "spec", "extra"),
+    [
+        ("openai", "openai:m@http://127.0.0.1:9/v1", "swemill[openai]"),
+        ("anthropic", "anthropic:claude-x", "swemill[anthropic]"),
+        ("boto3", "bedrock:amazon.nova-pro-v1:0", "swemill[aws]"),
+    ],
+)
+def test_a_missing_sdk_names_the_extra(module: str, spec: str, extra: str) -> None:
+    """Run in a child process where the SDK cannot be imported (as if not installed)."""
+    import subprocess
+    import sys
+
+    code = (
+        f"import sys; sys.modules[{module!r}] = None\n"
+        "from swemill.core.errors import MissingDependency\n"
+        "from swemill.policies import policy_from_spec\n"
+        "try:\n"
+        f"    policy_from_spec({spec!r}, api_key='k')\n"
+        "except MissingDependency as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert f"pip install '{extra}'" in out.stdout and out.stdout.count("\n") == 1

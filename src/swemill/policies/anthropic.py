@@ -20,7 +20,7 @@ from swemill.core.records import (
     Usage,
 )
 from swemill.core.tools import ToolCall
-from swemill.policies.base import BasePolicy, PolicyReply
+from swemill.policies.base import BasePolicy, PolicyReply, one_line
 from swemill.policies.openai_compat import is_local_url
 from swemill.policies.prices import Price, cost_of, lookup_price
 from swemill.policies.retry import RetryPolicy, Transient, call_with_retries, parse_retry_after
@@ -149,16 +149,17 @@ class AnthropicPolicy(BasePolicy):
         except sdk.APITimeoutError as exc:
             raise Transient(f"{self.base_url} timed out") from exc
         except sdk.APIConnectionError as exc:
-            raise Transient(f"cannot reach {self.base_url}: {exc.__cause__ or exc}") from exc
+            cause = one_line(exc.__cause__ or exc)
+            raise Transient(f"cannot reach {self.base_url}: {cause}") from exc
         except sdk.APIStatusError as exc:
-            status = exc.status_code
+            status, detail = exc.status_code, one_line(exc.message)
             if status in (408, 429) or status >= 500:
                 hint = parse_retry_after(exc.response.headers.get("retry-after"))
-                raise Transient(f"HTTP {status} from {self.base_url}: {exc.message}", hint) from exc
+                raise Transient(f"HTTP {status} from {self.base_url}: {detail}", hint) from exc
             raise PolicyError(f"{self.base_url} rejected the request for {self.model!r}: "
-                              f"HTTP {status}: {exc.message}") from exc
+                              f"HTTP {status}: {detail}") from exc
         except sdk.AnthropicError as exc:
-            raise PolicyError(f"bad response from {self.base_url}: {exc}") from exc
+            raise PolicyError(f"bad response from {self.base_url}: {one_line(exc)}") from exc
         raw: dict[str, Any] = resp.model_dump(mode="json")
         return raw
 

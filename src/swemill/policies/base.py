@@ -36,7 +36,14 @@ __all__ = [
     "split_spec",
     "family_of",
     "estimate_tokens",
+    "one_line",
 ]
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """A provider's message squeezed onto one line, for errors users read."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 @dataclass(slots=True)

@@ -22,7 +22,7 @@ from swemill.core.records import (
 )
 from swemill.core.tools import ToolCall
 from swemill.policies.anthropic import merge_same_role
-from swemill.policies.base import BasePolicy, PolicyReply
+from swemill.policies.base import BasePolicy, PolicyReply, one_line
 from swemill.policies.prices import Price, cost_of, lookup_price
 from swemill.policies.retry import RetryPolicy, Transient, call_with_retries
 from swemill.policies.textproto import tool_specs
@@ -139,10 +139,10 @@ class BedrockPolicy(BasePolicy):
                               "credential chain (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...)") from exc
         except (bex.EndpointConnectionError, bex.ConnectTimeoutError,
                 bex.ReadTimeoutError, bex.ConnectionClosedError) as exc:
-            raise Transient(f"cannot reach Bedrock: {exc}") from exc
+            raise Transient(f"cannot reach Bedrock: {one_line(exc)}") from exc
         except bex.ClientError as exc:
             err = exc.response.get("Error", {})
-            code, msg = err.get("Code", "?"), err.get("Message", str(exc))
+            code, msg = err.get("Code", "?"), one_line(err.get("Message", exc))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
             if code in _TRANSIENT_CODES or status == 429 or status >= 500:
                 raise Transient(f"Bedrock {code}: {msg}") from exc

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 from swemill.core.errors import MissingDependency, PolicyError
 from swemill.core.records import Message, TextBlock, ToolUseBlock
-from swemill.policies.base import BasePolicy, PolicyReply
+from swemill.policies.base import BasePolicy, PolicyReply, one_line
 from swemill.policies.openai_format import (
     from_openai_message,
     to_openai_messages,
@@ -111,7 +111,7 @@ class OpenAIPolicy(BasePolicy):
             raise Transient(f"{self.base_url} timed out") from exc
         except oa.APIConnectionError as exc:
             cause = exc.__cause__ or exc
-            raise Transient(f"cannot reach {self.base_url}: {cause}") from exc
+            raise Transient(f"cannot reach {self.base_url}: {one_line(cause)}") from exc
         except oa.APIStatusError as exc:
             status = exc.status_code
             detail = _error_detail(exc)
@@ -123,7 +123,7 @@ class OpenAIPolicy(BasePolicy):
                 f"HTTP {status}: {detail}"
             ) from exc
         except oa.OpenAIError as exc:
-            raise PolicyError(f"bad response from {self.base_url}: {exc}") from exc
+            raise PolicyError(f"bad response from {self.base_url}: {one_line(exc)}") from exc
         raw: dict[str, Any] = resp.model_dump(mode="json")
         return raw
 
@@ -173,8 +173,8 @@ def _error_detail(exc: Any) -> str:
         err = body.get("error", body)
         msg = err.get("message") if isinstance(err, dict) else err
         if msg:
-            return str(msg)[:300]
-    return str(getattr(exc, "message", exc))[:300]
+            return one_line(msg)
+    return one_line(getattr(exc, "message", exc))
 
 
 # How servers say "this model cannot take tools" (Ollama, vLLM without a tool parser, ...).

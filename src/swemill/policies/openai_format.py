@@ -53,6 +53,8 @@ def _assistant(message: Message) -> dict[str, Any]:
     ]
     if calls:
         out["tool_calls"] = calls
+    elif out["content"] is None:
+        out["content"] = ""  # servers reject an assistant turn with neither text nor calls
     return out
 
 
