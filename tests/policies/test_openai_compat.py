@@ -232,7 +232,7 @@ def test_vllm_without_a_tool_parser_falls_back_to_text() -> None:
 
 
 def test_a_multi_line_server_message_becomes_one_line() -> None:
-    with FakeOpenAIServer([FakeError(422, "bad request:\n  field messages\n  is wrong")]) as srv:
-        with pytest.raises(PolicyError) as info:
-            _policy(srv).act(_start(), TOOLS)
+    script = [FakeError(422, "bad request:\n  field messages\n  is wrong")]
+    with FakeOpenAIServer(script) as srv, pytest.raises(PolicyError) as info:
+        _policy(srv).act(_start(), TOOLS)
     assert str(info.value).endswith("HTTP 422: bad request: field messages is wrong")
