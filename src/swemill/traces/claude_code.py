@@ -216,7 +216,9 @@ def ingest_session_file(
     counts.subagent_sessions += subagent
     counts.sessions += not subagent
     parent_key = key.rsplit("/agent-", 1)[0] if subagent else None
-    session = _Session(path, log, opts, scrub or Scrubber(), key, parent_key)
+    scrub = scrub or Scrubber()
+    log.summaries = [scrub.text(s) for s in log.summaries]
+    session = _Session(path, log, opts, scrub, key, parent_key)
     emitted: set[str] = set()
     for part in _parts(session, subagent, counts):
         yield from _emit(part, counts, emitted)

@@ -2,16 +2,16 @@
 
 Session logs store tool output verbatim, and it often holds keys, tokens and ``.env``
 contents. Every text that goes into a :class:`TraceState` or a ``Trajectory`` (message text,
-thinking, tool arguments, tool results) passes through :class:`Scrubber` first.
-
-SCRUB CALL SITE: until ``swemill.corpus.scrub`` lands this passes text through unchanged
-(``Scrubber.active`` is False and the CLI says so); when it lands, :meth:`Scrubber.text`
-is the only line to change.
+thinking, tool arguments, tool results, a run's submission) passes through
+:meth:`Scrubber.text`, which applies :func:`swemill.corpus.scrub.scrub` and tallies what it
+redacted per kind; the tallies end up in the ingest counts and the run manifest.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from swemill.corpus.scrub import scrub
 
 __all__ = ["Scrubber"]
 
@@ -19,17 +19,21 @@ __all__ = ["Scrubber"]
 class Scrubber:
     """Scrubs texts and tallies what it removed, per kind of secret."""
 
-    active = False
+    active = True
+    """False would mean texts are stored as found (the CLI warns when so)."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
 
     def text(self, text: str) -> str:
-        # SCRUB CALL SITE: replace with swemill.corpus.scrub.scrub_text once it exists.
-        return text
+        # The single scrub call site of the traces stage.
+        result = scrub(text)
+        for kind, n in result.counts.items():
+            self.counts[kind] = self.counts.get(kind, 0) + n
+        return result.text
 
     def value(self, value: Any) -> Any:
-        """Scrub every string inside a JSON-like value (tool arguments)."""
+        """Scrub every string inside a JSON-like value (tool arguments); keys stay."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
