@@ -31,7 +31,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     sigs = rng.integers(0, 2**32 - 1, (args.rows, cfg.num_permutations), dtype=np.uint32)
     rows = [
-        {"row_id": f"r{i}", "run_id": "old", "sha256": f"{i:064x}", "hashvalues": sigs[i]}
+        {"row_id": f"r{i}", "origin_run": "old", "sha256": f"{i:064x}", "hashvalues": sigs[i]}
         for i in range(args.rows)
     ]
     store.write_records("index/dedup", "old", "00000", rows, schema=_index_schema(cfg))

@@ -227,3 +227,19 @@ def test_store_pickles_for_worker_processes(store: Store) -> None:
     store.write_json("x.json", {"a": 1})
     clone = pickle.loads(pickle.dumps(store))
     assert clone.read_json("x.json") == {"a": 1}
+
+
+def test_policy_view_cannot_touch_golden(store: Store) -> None:
+    store.write_records("golden", "r1", "0", [{"instance_id": "a", "golden_patch": "diff"}])
+    store.write_records("tasks", "r1", "0", [_task(0)])
+    view = store.policy_view()
+    assert view.read_records("tasks", "r1", Task) == [_task(0)]
+    for attempt in (
+        lambda: view.read_records("golden", "r1"),
+        lambda: view.get_bytes("golden/run_id=r1/part-0.parquet"),
+        lambda: view.list_keys("golden"),
+        lambda: view.write_json("golden/x.json", {}),
+    ):
+        with pytest.raises(StoreError, match="outside what this view"):
+            attempt()
+    assert store.read_records("golden", "r1")[0]["golden_patch"] == "diff"

@@ -138,7 +138,7 @@ class DupMatch:
 def _index_schema(config: MinHashConfig) -> pa.Schema:
     fields = [
         ("row_id", pa.string()),
-        ("run_id", pa.string()),
+        ("origin_run", pa.string()),  # not "run_id": that name is the Hive partition key
         ("sha256", pa.string()),
         ("hashvalues", pa.list_(pa.uint32(), config.num_permutations)),
     ]
@@ -248,7 +248,7 @@ class NearDupIndex:
     def _load_table(self, table: pa.Table) -> None:
         flat = table.column("hashvalues").combine_chunks().flatten().to_numpy()
         self._base = flat.reshape(table.num_rows, self.config.num_permutations)
-        runs, rows = table.column("run_id").to_pylist(), table.column("row_id").to_pylist()
+        runs, rows = table.column("origin_run").to_pylist(), table.column("row_id").to_pylist()
         self._keys = list(zip(runs, rows, strict=True))
         self._digests = table.column("sha256").to_pylist()
         for pos, digest in enumerate(self._digests):
@@ -319,7 +319,7 @@ class NearDupIndex:
         rows = [
             {
                 "row_id": self._keys[first + i][1],
-                "run_id": self.run_id,
+                "origin_run": self.run_id,
                 "sha256": self._digests[first + i],
                 "hashvalues": sig,
             }

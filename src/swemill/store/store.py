@@ -10,6 +10,7 @@ a crash leaves at worst an unfinished shard that a rerun redoes.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import os
@@ -68,6 +69,7 @@ class Store:
         self.root = path.rstrip("/") or "/"
         # File systems rename a finished temp file into place; object stores PUT it whole.
         self._rename_atomic = isinstance(self.fs, LocalFileSystem)
+        self._denied: tuple[str, ...] = ()
 
     @classmethod
     def open(
@@ -82,10 +84,24 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({self.url!r})"
 
+    def without(self, *prefixes: str) -> Store:
+        """The same root with ``prefixes`` unreadable and unwritable (any key under them)."""
+        view = copy.copy(self)
+        view._denied = self._denied + tuple(p.strip("/") for p in prefixes)
+        return view
+
+    def policy_view(self) -> Store:
+        """What code working for a policy may use: everything but the oracle's ``golden/``."""
+        return self.without("golden")
+
     # -- keys and errors ------------------------------------------------------------------
 
     def path(self, key: str) -> str:
-        return f"{self.root}/{key.strip('/')}" if key else self.root
+        key = key.strip("/")
+        for prefix in self._denied:
+            if key == prefix or key.startswith(prefix + "/"):
+                raise StoreError(f"{key} is outside what this view of {self.url} may touch")
+        return f"{self.root}/{key}" if key else self.root
 
     def url_for(self, key: str) -> str:
         """A full URL (``file://...`` or ``s3://...``) other tools can open, e.g. ``datasets``."""
