@@ -240,3 +240,14 @@ def test_oracle_spec_marks_output_synthetic() -> None:
     patch = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
     policy = policy_from_spec("noisy-oracle:0.5", golden_patch=patch, seed=1)
     assert policy.synthetic and policy.worst_case_cost([], TOOLS) == 0.0
+
+
+def test_wrong_fixes_prefer_code_over_comments(tmp_path: Path) -> None:
+    before = {"a.py": "def f(x):\n    return x\n"}
+    after = {"a.py": "def f(x):\n    # double it\n    y = x * 2\n    return y\n"}
+    patch = _git_diff(tmp_path, before, after)
+    for seed in range(20):
+        policy = NoisyOraclePolicy(patch, 1.0, seed)
+        (hunk,) = policy.changes[0].hunks
+        assert "    # double it\n" in hunk.new  # the comment is never the line dropped
+        assert len(hunk.new) == 3

@@ -164,24 +164,47 @@ def file_calls(change: FileChange, content: str | None) -> list[ToolCall]:
     return calls
 
 
-def _drop_line(h: Hunk, rng: random.Random) -> Hunk:
-    """A plausible near-miss of one hunk: lose one added line, or keep one removed line."""
+def _is_code(line: str) -> bool:
+    """Lines whose loss changes behaviour (not blank, not a comment, not a bare string)."""
+    text = line.strip()
+    return bool(text) and not text.startswith(("#", '"', "'"))
+
+
+def _changed(h: Hunk) -> tuple[list[int], list[str]]:
     added = [i for i, line in enumerate(h.new) if line.strip() and line not in h.old]
+    removed = [line for line in h.old if line.strip() and line not in h.new]
+    return added, removed
+
+
+def _drop_line(h: Hunk, rng: random.Random) -> Hunk:
+    """A plausible near-miss of one hunk: lose one added line, or keep one removed line.
+    Code lines are preferred, so that the near-miss is likely to fail the tests."""
+    added, removed = _changed(h)
+    added = [i for i in added if _is_code(h.new[i])] or added
     if added:
         i = rng.choice(added)
         return replace(h, new=h.new[:i] + h.new[i + 1:])
-    removed = [line for line in h.old if line not in h.new]
+    removed = [line for line in removed if _is_code(line)] or removed
     if removed:
         return replace(h, new=(rng.choice(removed),) + h.new)
     return h
 
 
+def _touches_code(change: FileChange, j: int) -> bool:
+    if not change.hunks:
+        return True
+    added, removed = _changed(change.hunks[j])
+    h = change.hunks[j]
+    return any(_is_code(h.new[i]) for i in added) or any(_is_code(x) for x in removed)
+
+
 def perturb(changes: list[FileChange], rng: random.Random) -> list[FileChange]:
-    """A wrong version of the fix: with several hunks, one is left out; with one, it is
-    changed by a line. The result always differs from the golden change."""
+    """A wrong version of the fix: with several hunks, one that changes code is left out;
+    with one, it is changed by a line. The result always differs from the golden change."""
     units = [(i, j) for i, c in enumerate(changes) for j in range(len(c.hunks) or 1)]
     if len(units) >= 2:
-        fi, hj = rng.choice(units)
+        code_units = [(i, j) for i, j in units if _touches_code(changes[i], j)]
+        fi, hj = rng.choice(code_units or units)
         change = changes[fi]
         if change.kind == "modify" and len(change.hunks) > 1:
             kept = change.hunks[:hj] + change.hunks[hj + 1:]
