@@ -11,8 +11,8 @@ Jaccard similarity before it counts as a duplicate.
 The band count and width come from datasketch's ``MinHashLSH`` optimiser, weighted towards
 recall (candidates are verified, so a false candidate only costs a comparison). The bands
 themselves live in sorted numpy arrays rather than in ``MinHashLSH``'s tables: reloading
-100k saved signatures took ~12 s through ``MinHashLSH.insert`` and takes well under a
-second this way (``benchmarks/bench_dedup.py``).
+100k saved signatures took ~12 s through ``MinHashLSH.insert`` and takes ~2 s this way,
+half of it reading the Parquet (``benchmarks/bench_dedup.py``, 2 shared cores).
 """
 
 from __future__ import annotations

@@ -35,7 +35,11 @@ def _default_options(root: str, given: dict[str, Any] | None) -> dict[str, Any]:
     opts = dict(given or {})
     if root.startswith(("s3://", "s3a://")):
         client = dict(opts.pop("client_kwargs", {}) or {})
-        endpoint = opts.pop("endpoint_url", None) or os.environ.get("AWS_ENDPOINT_URL")
+        endpoint = (
+            opts.pop("endpoint_url", None)
+            or os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL")
+        )
         if endpoint and "endpoint_url" not in client:
             client["endpoint_url"] = endpoint
         opts["client_kwargs"] = client
