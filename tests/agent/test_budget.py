@@ -194,3 +194,13 @@ def test_eight_workers_against_a_costed_fake_server() -> None:
     assert sum(reported) <= 1.00 and budget.overrun_usd == 0
     assert len(replies) >= 10 and len(srv.requests) == len(replies)
     assert budget.spent_usd == pytest.approx(sum(reported))
+
+
+def test_nonsense_amounts_are_refused() -> None:
+    budget = Budget(max_usd=1.0)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(SwemillError, match="finite"):
+            budget.reserve(bad)
+    with pytest.raises(SwemillError, match="max_usd must be >= 0"):
+        Budget(max_usd=-1)
+    assert budget.reserved_usd == 0

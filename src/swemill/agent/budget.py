@@ -35,12 +35,18 @@ __all__ = ["Budget", "Reservation", "call_with_budget", "acall_with_budget"]
 _NANO = 1_000_000_000
 
 
+def _finite(usd: float) -> float:
+    if not math.isfinite(usd):
+        raise SwemillError(f"budget amounts must be finite dollars, got {usd!r}")
+    return max(0.0, usd)
+
+
 def _up(usd: float) -> int:
-    return math.ceil(max(0.0, usd) * _NANO)
+    return math.ceil(_finite(usd) * _NANO)
 
 
 def _near(usd: float) -> int:
-    return round(max(0.0, usd) * _NANO)
+    return round(_finite(usd) * _NANO)
 
 
 @dataclass(slots=True, eq=False)
