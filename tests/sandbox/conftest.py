@@ -1,0 +1,64 @@
+"""Fixtures for the sandbox tests: real bwrap, real cgroups, real processes; no mocks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from swemill.sandbox import Limits, open_sandbox
+from swemill.sandbox.base import Sandbox
+from swemill.sandbox.bwrap import usable
+from swemill.sandbox.cgroups import leftover_groups
+
+needs_bwrap = pytest.mark.skipif(not usable()[0], reason=f"bwrap unusable: {usable()[1]}")
+
+
+def processes_matching(marker: str) -> list[int]:
+    """Host pids whose command line contains ``marker`` (our own marker, so other users'
+    processes never count)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if marker.encode() in cmdline and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "mod.py").write_text("VALUE = 1\n")
+    (ws / "README").write_text("original\n")
+    run = ws / "run.sh"
+    run.write_text("#!/bin/sh\necho ran\n")
+    run.chmod(0o755)
+    return ws
+
+
+@pytest.fixture(params=["bwrap", "local"])
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "bwrap" and not usable()[0]:
+        pytest.skip(f"bwrap unusable: {usable()[1]}")
+    return str(request.param)
+
+
+@pytest.fixture
+def sandbox(workspace: Path, backend: str) -> Iterator[Sandbox]:
+    with pytest.warns(RuntimeWarning) if backend == "local" else contextlib.nullcontext():
+        sb = open_sandbox(workspace, backend=backend, limits=Limits(timeout_s=30))
+    try:
+        yield sb
+    finally:
+        sb.close()
+    assert leftover_groups() == []
+
