@@ -189,3 +189,22 @@ def test_a_session_id_seen_twice_keeps_both_apart(tmp_path: Path) -> None:
     ids = [i.state_id for p in (a, b) for i in ingest_session_file(p, counts, keys)
            if isinstance(i, TraceState)]
     assert ids == ["dup::0000", "dup#2::0000"]
+
+
+def test_late_records_off_the_chain_do_not_pick_the_main_chain(tmp_path: Path) -> None:
+    w = SessionWriter("late", CWD)
+    first = w.user("start")
+    w.assistant([text("one")], {"output_tokens": 1})
+    w.user("next")
+    w.assistant([text("two")], {"output_tokens": 2})
+    last = w.head
+    # Written after the last message: a progress line on an old node, a timing note below
+    # the last message. Neither is a message; the chain still ends at "two".
+    w.raw({"type": "progress", "uuid": "p1", "parentUuid": first, "data": {}})
+    w.raw({"type": "system", "subtype": "turn_duration", "uuid": "s1", "parentUuid": last})
+    counts, states, trajs = _run(w.write(tmp_path / "late.jsonl"))
+    (traj,) = trajs.values()
+    assert [m.text for m in traj.messages] == ["start", "one", "next", "two"]
+    assert counts.branches == 0
+    assert counts.dropped == {"dead_leaf": 1}  # the progress line; the timing note is a tail
+    assert counts.skipped_types == {"progress": 1, "system": 1}

@@ -111,7 +111,7 @@ class _Builder:
         self.out = PathMessages([], [], [])
         self.by_key: dict[str, Turn] = {}
 
-    def assistant_blocks(self, content: Any, seen_ids: set[str]) -> list[ContentBlock]:
+    def assistant_blocks(self, content: Any, seen_ids: list[str]) -> list[ContentBlock]:
         blocks: list[ContentBlock] = []
         for b in content if isinstance(content, list) else [{"type": "text", "text": content}]:
             kind = b.get("type") if isinstance(b, dict) else None
@@ -122,7 +122,7 @@ class _Builder:
                 blocks.append(ThinkingBlock(text=text, signature=b.get("signature")))
             elif kind == "tool_use" and str(b.get("id", "")) not in seen_ids:
                 call_id, name = str(b.get("id", "")), str(b.get("name", ""))
-                seen_ids.add(call_id)
+                seen_ids.append(call_id)
                 inp = self.scrub.value(b.get("input"))
                 for call in from_claude_code(name, inp, call_id, self.cwd):
                     blocks.append(ToolUseBlock(call=call, original_name=name))
@@ -139,9 +139,8 @@ class _Builder:
             self.by_key[key] = turn
             self.out.turns.append(turn)
             self.out.messages.append(Message(role="assistant"))
-        seen = set(turn.tool_use_ids)
-        blocks = self.assistant_blocks(msg.get("content"), seen)
-        turn.tool_use_ids.extend(i for i in seen if i not in turn.tool_use_ids)
+        # A block repeated on a second line of the same response is taken once.
+        blocks = self.assistant_blocks(msg.get("content"), turn.tool_use_ids)
         self.out.messages[turn.index].content.extend(blocks)
         _merge_usage(turn.usage_raw, msg.get("usage"))
         turn.stop_reason = msg.get("stop_reason") or turn.stop_reason

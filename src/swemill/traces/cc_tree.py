@@ -10,9 +10,10 @@ Rules, in the order they apply:
   is a root: a rewind to the very first prompt starts a second root, i.e. a branch.
 - Sidechain nodes (``isSidechain``) form their own group; there a null or foreign parent
   starts a new sidechain, and each sidechain is the path to its latest leaf.
-- The main chain is the path to the latest leaf (in file order). Every other leaf is a rewind
-  branch if its path holds an assistant turn the main chain lacks; otherwise it is a dead end
-  (an interrupted tool call, a stray progress record) and is counted, not kept.
+- The main chain is the path to the latest message (``user``/``assistant``, file order).
+  Every other leaf is a rewind branch if its path holds an assistant turn the main chain
+  lacks; otherwise it is a dead end (an interrupted tool call, a stray progress record) and
+  is counted, not kept. Records hanging below the last message are neither.
 """
 
 from __future__ import annotations
@@ -89,21 +90,27 @@ def _shared_prefix(a: list[Node], b: list[Node]) -> int:
     return n
 
 
+def _conversational(n: Node) -> bool:
+    return n.kind in ("user", "assistant")
+
+
 def _main_group(nodes: list[Node]) -> tuple[list[Node], list[Branch], int, int]:
-    if not nodes:
+    talk = [n for n in nodes if _conversational(n)]
+    if not talk:
         return [], [], 0, 0
     parents, dangling = _parents(nodes, main=True)
     by_uuid = {n.uuid: n for n in nodes}
-    leaves = _leaves(nodes, parents)
-    latest = max(leaves, key=lambda n: n.order) if leaves else nodes[-1]
+    # The main chain ends at the latest message; records after it (hook or timing notes,
+    # a late progress line on an older node) add nothing and must not pick the chain.
+    latest = max(talk, key=lambda n: n.order)
     main = _path(latest, parents, by_uuid)
     main_ids = {n.uuid for n in main}
     branches, dead = [], 0
-    for leaf in sorted(leaves, key=lambda n: n.order):
-        if leaf is latest:
-            continue
+    for leaf in sorted(_leaves(nodes, parents), key=lambda n: n.order):
         path = _path(leaf, parents, by_uuid)
         shared = _shared_prefix(main, path)
+        if shared == len(main):
+            continue  # a tail below the last message, not a branch
         if _has_new_turn(path, shared, main_ids):
             branches.append(Branch(path, shared))
         else:
@@ -112,15 +119,19 @@ def _main_group(nodes: list[Node]) -> tuple[list[Node], list[Branch], int, int]:
 
 
 def _sidechains(nodes: list[Node]) -> tuple[list[list[Node]], int]:
+    """Per sidechain root, the path to its latest message; other ends count as dead."""
     parents, _ = _parents(nodes, main=False)
     by_uuid = {n.uuid: n for n in nodes}
     latest_by_root: dict[str, list[Node]] = {}
     dead = 0
-    for leaf in sorted(_leaves(nodes, parents), key=lambda n: n.order):
-        path = _path(leaf, parents, by_uuid)
-        if path[0].uuid in latest_by_root:
-            dead += 1
+    for node in sorted((n for n in nodes if _conversational(n)), key=lambda n: n.order):
+        path = _path(node, parents, by_uuid)
         latest_by_root[path[0].uuid] = path
+    for leaf in _leaves(nodes, parents):
+        path = _path(leaf, parents, by_uuid)
+        best = latest_by_root.get(path[0].uuid)
+        if best is not None and _shared_prefix(best, path) < len(best):
+            dead += _has_new_turn(path, _shared_prefix(best, path), set())
     ordered = sorted(latest_by_root.values(), key=lambda p: p[0].order)
     return ordered, dead
 
