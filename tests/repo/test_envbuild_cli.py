@@ -113,13 +113,20 @@ def test_hanging_suite_is_bounded_by_suite_timeout(tmp_path: Path) -> None:
     assert not list((tmp_path / "c" / "envs").glob("*/baseline.json"))
 
 
+def hand_path(env_path: Path, work: Path) -> str:
+    """The venv imports the project from /workspace; by hand, point it at the copy instead."""
+    roots = json.loads((env_path / "env.json").read_text())["import_roots"]
+    return ":".join(str(work / r) for r in roots)
+
+
 def by_hand_counts(env_path: Path, source: Path, tmp: Path) -> dict[str, int]:
     """pytest as a person would run it in the venv, from a fresh copy of the source."""
     work = tmp / "by-hand"
     shutil.copytree(source, work)
     proc = subprocess.run([str(env_path / "venv" / "bin" / "python"), "-m", "pytest", "-q",
                            "-p", "no:cacheprovider", "-p", "no:randomly"], cwd=work,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": hand_path(env_path, work)})
     summary = proc.stdout.strip().splitlines()[-1]
     counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|xfailed|xpassed)",
                                                summary)}

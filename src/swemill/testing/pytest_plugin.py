@@ -13,6 +13,7 @@ Settings come from the environment:
 
 import json
 import os
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,8 @@ _SELECT = os.environ.get("SWEMILL_SELECT")
 _COVER = os.environ.get("SWEMILL_COVERAGE")
 _MSG_MAX = 600
 
-_state = {"fh": None, "cov": None, "phases": {}}
+# A string annotation: the venv may run a Python (3.8) that cannot subscript ``dict``.
+_state: "dict[str, Any]" = {"fh": None, "cov": None, "phases": {}}
 
 
 def _emit(obj):
