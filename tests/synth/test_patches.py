@@ -88,12 +88,28 @@ def test_malformed_hunk_is_an_error() -> None:
         parse_patch(bad)
 
 
-_lines = st.lists(st.sampled_from(["a", "b", "c", "", "  d", "e = 1"]), max_size=12)
+_line = st.sampled_from(["a", "b", "c", "", "  d", "e = 1"])
+_edit = st.tuples(st.sampled_from(["drop", "insert", "replace"]), st.integers(0, 40), _line)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(before=_lines, after=_lines, end_nl=st.tuples(st.booleans(), st.booleans()))
-def test_any_pair_of_texts_round_trips(before: list[str], after: list[str], end_nl) -> None:
+def _edited(lines: list[str], edits: list[tuple[str, int, str]]) -> list[str]:
+    out = list(lines)
+    for op, at, text in edits:
+        if op == "insert":
+            out.insert(at % (len(out) + 1), text)
+        elif out and op == "drop":
+            out.pop(at % len(out))
+        elif out:
+            out[at % len(out)] = text
+    return out
+
+
+# Few distinct lines on purpose: long runs of equal lines are where a diff can misalign.
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=st.lists(_line, max_size=30), edits=st.lists(_edit, min_size=1, max_size=4),
+       end_nl=st.tuples(st.booleans(), st.booleans()))
+def test_any_edit_round_trips(before: list[str], edits, end_nl) -> None:
+    after = _edited(before, edits)
     a = "\n".join(before) + ("\n" if end_nl[0] and before else "")
     b = "\n".join(after) + ("\n" if end_nl[1] and after else "")
     patch = file_diff("f.txt", a, b)

@@ -50,9 +50,54 @@ def file_diff(relpath: str, before: str, after: str, context: int = 3) -> str:
     if before == after:
         return ""
     a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
-    body = list(difflib.unified_diff(a, b, f"a/{relpath}", f"b/{relpath}", n=context))
-    header = f"diff --git a/{relpath} b/{relpath}\n"
-    return header + "".join(body[:2]) + "".join(_diff_lines(body[2:]))
+    out = [f"diff --git a/{relpath} b/{relpath}\n", f"--- a/{relpath}\n", f"+++ b/{relpath}\n"]
+    for group in _grouped_ops(a, b, context):
+        out += _hunk_text(a, b, group, context)
+    return "".join(out)
+
+
+def _grouped_ops(a: list[str], b: list[str], context: int) -> list[list[tuple[int, ...]]]:
+    """Change opcodes in whole-file line numbers, grouped into hunks.
+
+    A mutant changes a few lines of a long file, so only the stretch between the common
+    prefix and suffix is matched (difflib is slow on long inputs); and building hunks over
+    the whole file keeps every hunk's context real, so git never reads a hunk as anchored
+    to the end of the file.
+    """
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    sm = difflib.SequenceMatcher(None, a[head : len(a) - tail], b[head : len(b) - tail],
+                                 autojunk=False)
+    ops = [(i1 + head, i2 + head, j1 + head, j2 + head)
+           for tag, i1, i2, j1, j2 in sm.get_opcodes() if tag != "equal"]
+    groups: list[list[tuple[int, ...]]] = []
+    for op in ops:
+        if groups and op[0] - groups[-1][-1][1] <= 2 * context:
+            groups[-1].append(op)
+        else:
+            groups.append([op])
+    return groups
+
+
+def _hunk_text(a: list[str], b: list[str], ops: list[tuple[int, ...]], context: int) -> list[str]:
+    start_a = max(ops[0][0] - context, 0)
+    start_b = ops[0][2] - (ops[0][0] - start_a)
+    end_a = min(ops[-1][1] + context, len(a))
+    lines = [" " + ln for ln in a[start_a : ops[0][0]]]
+    for k, (i1, i2, j1, j2) in enumerate(ops):
+        lines += ["-" + ln for ln in a[i1:i2]] + ["+" + ln for ln in b[j1:j2]]
+        stop = ops[k + 1][0] if k + 1 < len(ops) else end_a
+        lines += [" " + ln for ln in a[i2:stop]]
+    old_len = end_a - start_a
+    new_len = sum(1 for ln in lines if ln[0] in " +")
+    # An empty side is written "k,0": k is the line it comes after.
+    old = f"{start_a + (1 if old_len else 0)},{old_len}"
+    new = f"{start_b + (1 if new_len else 0)},{new_len}"
+    return [f"@@ -{old} +{new} @@\n", *_diff_lines(lines)]
 
 
 @dataclass(slots=True)

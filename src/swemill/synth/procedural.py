@@ -10,21 +10,20 @@ or that repeat an earlier mutant of the same file are skipped and counted.
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import random
-import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
 
+from swemill.core.errors import SynthesisError
 from swemill.core.records import Candidate, ChangedSymbol
 from swemill.synth.base import RepoView, SynthReport, candidate_id, python_sources
 from swemill.synth.mutators import MUTATORS, mutator
 from swemill.synth.mutators.classes import RemoveMethod
 from swemill.synth.patches import file_diff
+from swemill.synth.sourcefile import SourceFile
 
 __all__ = ["ProceduralStrategy", "Target", "find_targets"]
 
@@ -36,6 +35,8 @@ class Target:
     file: str
     qualname: str
     node: cst.FunctionDef | cst.ClassDef
+    stmt: int = 0
+    """Index of the module-level statement that holds the target."""
     occurrence: int = 0
     """Counts repeated definitions of one name (property setters, conditional defs)."""
     tests: list[str] = field(default_factory=list)
@@ -51,6 +52,7 @@ class _TargetFinder(cst.CSTVisitor):
     def __init__(self, file: str) -> None:
         super().__init__()
         self.file = file
+        self.stmt = 0
         self.stack: list[str] = []
         self.found: list[Target] = []
         self.seen: dict[str, int] = {}
@@ -59,7 +61,7 @@ class _TargetFinder(cst.CSTVisitor):
         key = f"{type(node).__name__}:{qualname}"
         occurrence = self.seen.get(key, 0)
         self.seen[key] = occurrence + 1
-        self.found.append(Target(self.file, qualname, node, occurrence))
+        self.found.append(Target(self.file, qualname, node, self.stmt, occurrence))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.stack.append(node.name.value)
@@ -77,17 +79,10 @@ class _TargetFinder(cst.CSTVisitor):
 def find_targets(file: str, module: cst.Module) -> list[Target]:
     """Every function, method and class of ``module``, in source order."""
     finder = _TargetFinder(file)
-    module.visit(finder)
+    for index, stmt in enumerate(module.body):
+        finder.stmt = index
+        stmt.visit(finder)
     return finder.found
-
-
-@dataclass(slots=True)
-class _Parsed:
-    file: str
-    source: str
-    module: cst.Module
-    dump: str
-    seen: set[str] = field(default_factory=set)
 
 
 def _tests_by_symbol(repo: RepoView) -> dict[str, dict[str, list[str]]] | None:
@@ -141,28 +136,25 @@ class ProceduralStrategy:
                 yield cand
                 streams.append(stream)
 
-    def _parse(self, repo: RepoView, rel: str) -> _Parsed | None:
+    def _parse(self, repo: RepoView, rel: str) -> SourceFile | None:
         try:
-            source = (repo.root / rel).read_bytes().decode("utf-8")
-            module = cst.parse_module(source)
-            dump = ast.dump(ast.parse(source))
-        except (UnicodeDecodeError, cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
-            self.report.skip("unparseable_source", rel, str(exc)[:200], keep=True)
+            return SourceFile.parse(repo.root, rel)
+        except SynthesisError as exc:
+            self.report.skip("unparseable_source", rel, str(exc)[:300], keep=True)
             return None
-        return _Parsed(rel, source, module, dump)
 
-    def _aim(self, repo: RepoView) -> tuple[dict[str, _Parsed], list[Target]]:
+    def _aim(self, repo: RepoView) -> tuple[dict[str, SourceFile], list[Target]]:
         tested = _tests_by_symbol(repo)
-        parsed: dict[str, _Parsed] = {}
+        parsed: dict[str, SourceFile] = {}
         targets: list[Target] = []
         for rel in python_sources(repo.root):
             if tested is not None and rel not in tested:
                 continue  # nothing in this file is executed by a passing test
-            pf = self._parse(repo, rel)
-            if pf is None:
+            sf = self._parse(repo, rel)
+            if sf is None:
                 continue
-            parsed[rel] = pf
-            for t in find_targets(rel, pf.module):
+            parsed[rel] = sf
+            for t in find_targets(rel, sf.module):
                 if tested is not None:
                     symbols = tested[rel]
                     t.tests = (
@@ -197,69 +189,43 @@ class ProceduralStrategy:
             if q:
                 queues.append(q)
 
-    def _mutants(self, repo: RepoView, pf: _Parsed, target: Target) -> Iterator[Candidate]:
+    def _mutants(self, repo: RepoView, sf: SourceFile, target: Target) -> Iterator[Candidate]:
         seed = f"{repo.seed}:{target.file}:{target.qualname}:{target.occurrence}"
         made = 0
         for kind, site in self._sites(target, random.Random(seed)):
             if made >= self.max_per_target:
                 return
-            new_code = self._mutate(pf, target, kind, site, random.Random(f"{seed}:{kind}:{site}"))
-            reason = self._reject(pf, new_code)
+            m = MUTATORS[kind]
+            rng = random.Random(f"{seed}:{kind}:{site}")
+            node = target.node
+            if isinstance(node, cst.ClassDef):
+                new: cst.CSTNode = m.apply(node, site, rng)
+            else:
+                new = node.with_changes(body=m.apply(node.body, site, rng))
+            text, region = sf.mutate(target.stmt, node, new)
+            reason = sf.reject(target.stmt, region)
             if reason:
                 self.report.skip(reason)
                 continue
             made += 1
-            yield self._candidate(repo, pf, target, kind, site, new_code)
-
-    def _mutate(
-        self, pf: _Parsed, target: Target, kind: str, site: int, rng: random.Random
-    ) -> str:
-        m = MUTATORS[kind]
-        if isinstance(target.node, cst.ClassDef):
-            new_node: cst.CSTNode = m.apply(target.node, site, rng)
-        else:
-            new_body = m.apply(target.node.body, site, rng)
-            new_node = target.node.with_changes(body=new_body)
-        new_module = pf.module.deep_replace(target.node, new_node)
-        assert isinstance(new_module, cst.Module)
-        return new_module.code
-
-    def _reject(self, pf: _Parsed, new_code: str) -> str | None:
-        """Why a mutant is not worth validating, or None."""
-        if new_code == pf.source:
-            return "no_op"
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(new_code)
-                compile(tree, pf.file, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError):
-            return "does_not_compile"
-        dump = ast.dump(tree)
-        if dump == pf.dump:
-            return "equivalent"
-        digest = hashlib.sha256(dump.encode()).hexdigest()
-        if digest in pf.seen:
-            return "duplicate"
-        pf.seen.add(digest)
-        return None
+            yield self._candidate(repo, sf, target, kind, site, text)
 
     def _candidate(
-        self, repo: RepoView, pf: _Parsed, target: Target, kind: str, site: int, new_code: str
+        self, repo: RepoView, sf: SourceFile, target: Target, kind: str, site: int, new_code: str
     ) -> Candidate:
         qualname = target.qualname
         if kind == "remove_method":
             assert isinstance(target.node, cst.ClassDef)
             method = RemoveMethod().removed(target.node, site)
             qualname = f"{qualname}.{method}"
-        bug = file_diff(pf.file, pf.source, new_code)
+        bug = file_diff(sf.file, sf.source, new_code)
         return Candidate(
-            candidate_id=candidate_id(self.name, pf.file, qualname, kind, bug),
+            candidate_id=candidate_id(self.name, sf.file, qualname, kind, bug),
             repo=repo.repo,
             strategy="procedural",
             bug_patch=bug,
-            golden_patch=file_diff(pf.file, new_code, pf.source),
-            changed=[ChangedSymbol(file=pf.file, qualname=qualname)],
+            golden_patch=file_diff(sf.file, new_code, sf.source),
+            changed=[ChangedSymbol(file=sf.file, qualname=qualname)],
             scope="body" if target.level == "function" else "module",
             fail_to_pass_hint=list(target.tests),
             metadata={"base_commit": repo.commit, "mutator": kind, "site": site},
