@@ -148,3 +148,19 @@ def test_repo_without_tests_is_refused_before_building(tmp_path: Path) -> None:
     with pytest.raises(EnvBuildError, match="no tests found in notests"):
         build_env(src, cache=tmp_path / "c")
     assert not (tmp_path / "c" / "envs").exists()
+
+
+def test_recipe_override_rebuilds_and_is_then_reused(demo_project: Path, tmp_path: Path) -> None:
+    from swemill.repo.recipe import Recipe
+
+    cache = tmp_path / "c"
+    src = resolve_source(str(demo_project), cache=cache)
+    given = Recipe(packages=["six"], evidence=["test: given"])
+    env = build_env(src, cache=cache, recipe=given)
+    assert list(site_packages(env).glob("six.py"))
+    stamp = (env.path / "env.json").stat().st_mtime_ns
+    assert build_env(src, cache=cache, recipe=given).path == env.path
+    assert (env.path / "env.json").stat().st_mtime_ns == stamp
+    detected = build_env(src, cache=cache)  # another recipe: rebuilt in place, atomically
+    assert detected.path == env.path and not list(site_packages(detected).glob("six.py"))
+    assert not [p for p in (cache / "envs").iterdir() if p.name.startswith((".tmp", ".old"))]

@@ -12,6 +12,7 @@ import roots first on ``PYTHONPATH`` instead.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -122,7 +123,7 @@ def build_env(src: ResolvedSource, *, cache: Path | None = None, recipe: Recipe 
     final = root / "envs" / key
     with entry_lock(root, f"env-{key}"):
         env = load_env(final, src.path)
-        if env is not None and not rebuild and env.recipe == recipe:
+        if env is not None and not rebuild and _requested(final) == _recipe_hash(recipe):
             return env
         with atomic_dir(final, replace=True) as tmp:
             _build_into(tmp, final, src, recipe)
@@ -137,6 +138,7 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     if uv is None:
         raise EnvBuildError("uv is not installed; run: python3 -m pip install uv")
     log = tmp / "build.log"
+    requested = recipe
     interp, version, base_prefix, why = pick_python(recipe, uv)
     if why:
         recipe = recipe.model_copy(update={"evidence": [*recipe.evidence, why]})
@@ -152,8 +154,21 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     _compile(tmp / "venv", final / "venv", log, src)
     write_text_atomic(tmp / "recipe.json", recipe.model_dump_json(indent=2) + "\n")
     meta = {"key": final.name, "repo": src.repo, "commit": src.commit, "spec": src.spec,
+            "requested_recipe": _recipe_hash(requested),
             "python_version": version, "base_prefix": str(base_prefix), "import_roots": roots}
     write_text_atomic(tmp / "env.json", json.dumps(meta, indent=2) + "\n")
+
+
+def _recipe_hash(recipe: Recipe) -> str:
+    """Names the recipe asked for (detected or given), before the build annotates it."""
+    return hashlib.sha256(recipe.model_dump_json().encode()).hexdigest()
+
+
+def _requested(path: Path) -> str | None:
+    try:
+        return str(json.loads((path / "env.json").read_text()).get("requested_recipe"))
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def _install_cmd(uv: str, venv: Path, work: Path, recipe: Recipe) -> list[str]:
