@@ -140,3 +140,14 @@ def test_records_of_the_wrong_shape_do_not_crash(tmp_path: Path) -> None:
 def test_a_missing_path_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(IngestError, match="no such file or directory: .*nope"):
         _items(tmp_path / "nope")
+
+
+def test_a_named_pipe_is_quarantined_not_opened(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    _good_session(tmp_path / "ok.jsonl")
+    counts, items = _items(tmp_path)
+    (q,) = [i for i in items if isinstance(i, Quarantine)]
+    assert Path(q.file).name == "pipe.jsonl" and q.reason == "not a regular file"
+    assert counts.sessions == 1

@@ -78,7 +78,10 @@ def iter_items(
         counts.files += 1
         kind = classify(path)
         try:
-            if kind == "claude_code":
+            if not path.is_file():  # a FIFO or socket would block or fail on open
+                counts.quarantined_files += 1
+                yield Quarantine(file=str(path), line_no=0, reason="not a regular file")
+            elif kind == "claude_code":
                 yield from ingest_session_file(path, counts, keys, opts, scrub)
             elif kind == "mini-swe-agent":
                 yield from import_mini_swe_agent(path, counts, keys, opts.max_line_bytes, scrub)
