@@ -19,6 +19,8 @@ from swemill.sandbox.base import WORKSPACE, Bind, ExecResult, Limits, Sandbox
 
 __all__ = ["WORKSPACE", "Bind", "ExecResult", "Limits", "Sandbox", "open_sandbox"]
 
+DEFAULT_LIMITS = Limits()  # frozen, so one shared default is safe
+
 BACKENDS: dict[str, str] = {
     "bwrap": "swemill.sandbox.bwrap:BwrapSandbox",
     "docker": "swemill.sandbox.docker:DockerSandbox",
@@ -45,7 +47,7 @@ def _auto() -> str:
 
 
 def open_sandbox(workspace: Path, *, backend: str = "auto", binds: Sequence[Bind] = (),
-                 env: Mapping[str, str] | None = None, limits: Limits = Limits()) -> Sandbox:
+                 env: Mapping[str, str] | None = None, limits: Limits = DEFAULT_LIMITS) -> Sandbox:
     """A sandbox over ``workspace``. ``auto`` is bwrap when usable, else local (which warns
     that nothing is isolated). Raises :class:`SandboxUnavailable` (with the fix) when the
     requested backend cannot run here."""

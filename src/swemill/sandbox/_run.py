@@ -100,7 +100,8 @@ def _guarded_argv(argv: Sequence[str], limits: Limits, cg: CommandCgroups | None
     """Wrap ``argv`` in a tiny shell that moves *itself* into the cgroups, sets the rlimits
     and execs the command (same pid). A shell rather than a Python ``preexec_fn``: forking a
     large Python process for a preexec hook costs ~15 ms, the shell under 1 ms."""
-    lines = [f"echo $$ > {shlex.quote(os.fsdecode(p))} || {{ echo \"{_GUARD_FAIL}\" >&2; exit 125; }}"
+    fail = f'{{ echo "{_GUARD_FAIL}" >&2; exit 125; }}'
+    lines = [f"echo $$ > {shlex.quote(os.fsdecode(p))} || {fail}"
              for p in (cg.procs_files if cg is not None else [])]
     lines += [f"ulimit {u} || exit 125" for u in _ulimits(limits, cg)]
     lines.append('exec "$@"')

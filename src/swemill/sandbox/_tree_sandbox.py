@@ -14,13 +14,15 @@ from swemill.sandbox.fork import PlainTree, Tree
 
 __all__ = ["TreeSandbox", "BASE_ENV"]
 
+DEFAULT_LIMITS = Limits()  # frozen, so one shared default is safe
+
 BASE_ENV: dict[str, str] = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
     "LANG": "C.UTF-8",
     "TMPDIR": "/tmp",
 }
-"""The only variables a command sees besides the caller's own ``env``: nothing leaks from the host."""
+"""All a command sees besides the caller's own ``env``: nothing leaks from the host."""
 
 
 class TreeSandbox:
@@ -29,7 +31,7 @@ class TreeSandbox:
     workdir: str
 
     def __init__(self, workspace: Path, *, binds: Sequence[Bind] = (),
-                 env: Mapping[str, str] | None = None, limits: Limits = Limits(),
+                 env: Mapping[str, str] | None = None, limits: Limits = DEFAULT_LIMITS,
                  _tree: Tree | None = None) -> None:
         if _tree is None:
             workspace = Path(workspace).absolute()

@@ -29,6 +29,8 @@ from swemill.sandbox.base import WORKSPACE, Bind, ExecResult, Limits
 
 __all__ = ["BwrapSandbox", "bwrap_path", "usable"]
 
+DEFAULT_LIMITS = Limits()  # frozen, so one shared default is safe
+
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 _INSIDE_UID = "1000"
 
@@ -109,7 +111,7 @@ class BwrapSandbox(TreeSandbox):
     workdir = WORKSPACE
 
     def __init__(self, workspace: Path, *, binds: Sequence[Bind] = (),
-                 env: Mapping[str, str] | None = None, limits: Limits = Limits(),
+                 env: Mapping[str, str] | None = None, limits: Limits = DEFAULT_LIMITS,
                  **kwargs: object) -> None:
         ok, why = usable()
         if not ok:

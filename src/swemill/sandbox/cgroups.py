@@ -11,6 +11,7 @@ cgroup v1 (``/sys/fs/cgroup/{pids,memory}``) and the v2 unified hierarchy are bo
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -207,18 +208,14 @@ class CommandCgroups:
         if not self.dirs:
             return True
         if self.version == "v2" and (self.dirs[0] / "cgroup.kill").exists():
-            try:
+            with contextlib.suppress(OSError):
                 _write(self.dirs[0] / "cgroup.kill", "1")
-            except OSError:
-                pass
         end = time.monotonic() + deadline_s
         delay = 0.0005
         while members := self.members():
             for pid in members:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             if time.monotonic() > end:
                 return False
             time.sleep(delay)

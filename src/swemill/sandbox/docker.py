@@ -26,6 +26,8 @@ from swemill.sandbox.base import WORKSPACE, Bind, ExecResult, Limits
 
 __all__ = ["DockerSandbox", "engine_info"]
 
+DEFAULT_LIMITS = Limits()  # frozen, so one shared default is safe
+
 DEFAULT_IMAGE = "python:3.11-slim"
 
 
@@ -56,7 +58,7 @@ class DockerSandbox(TreeSandbox):
     workdir = WORKSPACE
 
     def __init__(self, workspace: Path, *, binds: Sequence[Bind] = (),
-                 env: Mapping[str, str] | None = None, limits: Limits = Limits(),
+                 env: Mapping[str, str] | None = None, limits: Limits = DEFAULT_LIMITS,
                  **kwargs: object) -> None:
         ok, why, self._gvisor = engine_info()
         if not ok:

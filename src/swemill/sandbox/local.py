@@ -21,6 +21,8 @@ from swemill.sandbox.base import Bind, ExecResult, Limits
 
 __all__ = ["LocalSandbox", "NOT_ISOLATED"]
 
+DEFAULT_LIMITS = Limits()  # frozen, so one shared default is safe
+
 NOT_ISOLATED = ("swemill 'local' sandbox: commands are NOT isolated (no namespaces: they can "
                 "read and write your files and reach the network); install bubblewrap for the "
                 "default 'bwrap' sandbox")
@@ -32,7 +34,7 @@ class LocalSandbox(TreeSandbox):
     """Plain subprocesses in the workspace's host directory (see the module docstring)."""
 
     def __init__(self, workspace: Path, *, binds: Sequence[Bind] = (),
-                 env: Mapping[str, str] | None = None, limits: Limits = Limits(),
+                 env: Mapping[str, str] | None = None, limits: Limits = DEFAULT_LIMITS,
                  **kwargs: object) -> None:
         super().__init__(workspace, binds=binds, env=env, limits=limits, **kwargs)  # type: ignore[arg-type]
         if "_tree" not in kwargs:  # once per sandbox, not again for each fork
