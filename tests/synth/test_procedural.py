@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -197,3 +200,21 @@ def test_nothing_to_mutate_says_why(git_repo, tmp_path: Path) -> None:
     assert strat.report.reason == "no python source"
     assert [d.reason for d in strat.report.drops] == ["unparseable_source"]
     assert strat.report.drops[0].item_id == "broken.py"
+
+
+def test_identical_across_processes_and_hash_seeds(repo: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from swemill.synth.base import RepoView\n"
+        "from swemill.synth.procedural import ProceduralStrategy\n"
+        "v = RepoView(root=Path(sys.argv[1]), repo='example/lib', commit='HEAD', seed=3)\n"
+        "for c in ProceduralStrategy().candidates(v): print(c.candidate_id)\n"
+    )
+    outs = []
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        proc = subprocess.run([sys.executable, "-c", code, str(repo)], env=env,
+                              capture_output=True, text=True, check=True)
+        outs.append(proc.stdout.split())
+    assert outs[0] == outs[1] and len(outs[0]) >= 30
+    assert outs[0] == [c.candidate_id for c in ProceduralStrategy().candidates(view(repo, 3))]

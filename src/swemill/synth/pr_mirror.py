@@ -145,8 +145,10 @@ class PrMirrorStrategy:
 
     @staticmethod
     def _diff(repo: RepoView, old: str, new: str, paths: list[str]) -> str:
+        # ":(literal)" so a file named with glob characters is only ever itself.
+        specs = [f":(literal){p}" for p in paths]
         return git(repo.root, "diff", "--no-color", "--no-ext-diff", "--no-renames",
-                   "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", old, new, "--", *paths)
+                   "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", old, new, "--", *specs)
 
     def _symbols(
         self, repo: RepoView, c: _Commit, golden: str
