@@ -117,3 +117,20 @@ def test_single_commit_and_non_git_say_why(git_repo, tmp_path: Path) -> None:
     plain.mkdir()
     assert list(strat.candidates(view(plain))) == []
     assert strat.report.reason is not None and "not a git repository" in strat.report.reason
+
+
+def test_oversized_and_binary_commits_are_dropped_with_reasons(git_repo) -> None:
+    root, commit = git_repo
+    commit({"pkg/a.py": "x = 1\n", "tests/test_a.py": "def test():\n    pass\n"}, "init")
+    big = commit({"pkg/a.py": "".join(f"v{i} = {i}\n" for i in range(50)),
+                  "tests/test_a.py": "def test():\n    assert 1\n"}, "big")
+    wide = commit({**{f"pkg/m{i}.py": "y = 1\n" for i in range(4)},
+                   "tests/test_a.py": "def test():\n    assert 2\n"}, "wide")
+    (root / "pkg/data.bin").write_bytes(b"\x00\x01\x02")
+    binary = commit({"pkg/a.py": "x = 2\n", "tests/test_a.py": "def test():\n    assert 3\n"},
+                    "binary")
+    strat = PrMirrorStrategy(max_source_files=3, max_patch_lines=30)
+    assert list(strat.candidates(view(root))) == []
+    assert {(d.item_id, d.reason) for d in strat.report.drops} == {
+        (big, "patch_too_large"), (wide, "too_many_files"), (binary, "binary_change")}
+    assert strat.report.reason == "no commit changes source together with its tests"
