@@ -25,6 +25,9 @@ CASES = {
     "no newline after": ("x = 1\ny = 2\n", "x = 1\ny = 3"),
     "no newline both": ("x = 1\ny = 2", "x = 1\ny = 3"),
     "crlf": ("a = 1\r\nb = 2\r\n", "a = 1\r\nb = 5\r\n"),
+    "form feed and line separator inside lines": (
+        "a = 1\x0c  # page\ns = 'x\u2028y'\nb = 2\n", "a = 1\x0c  # page\ns = 'x\u2028y'\nb = 3\n"),
+    "lone carriage return": ("a = 1\rb = 2\nc = 3\n", "a = 1\rb = 2\nc = 4\n"),
     "to empty": ("only = 1\n", ""),
     "from empty": ("", "made = 1\n"),
     "far apart": ("".join(f"l{i}\n" for i in range(40)),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from swemill.core.errors import SynthesisError
 from swemill.core.records import Candidate, ChangedSymbol, Golden, Task
 from swemill.synth.base import RepoView, SynthReport, candidate_id, git
-from swemill.synth.patches import FilePatch, file_diff, parse_patch
+from swemill.synth.patches import FilePatch, file_diff, parse_patch, split_lines
 
 __all__ = ["CombineStrategy", "ValidatedBug", "merge_edits"]
 
@@ -98,7 +98,7 @@ def merge_edits(base: str, patches: Sequence[tuple[str, FilePatch]]) -> str:
 
     Raises SynthesisError (``conflict: ...``) when two patches' edits touch or are adjacent.
     """
-    lines = base.splitlines(keepends=True)
+    lines = split_lines(base)
     edits = sorted(
         (e for owner, fp in patches for e in _hunk_edits(fp, lines, owner)),
         key=lambda e: (e.start, e.end),
@@ -159,7 +159,7 @@ class CombineStrategy:
 
     def _fresh(self, group: _Group, base: str) -> list[ValidatedBug]:
         """The bugs whose patch still matches the base text (each stale one dropped once)."""
-        lines = base.splitlines(keepends=True)
+        lines = split_lines(base)
         fresh = []
         for b in group.bugs:
             try:

@@ -27,10 +27,19 @@ __all__ = [
     "parse_patch",
     "patch_files",
     "reverse_patch",
+    "split_lines",
 ]
 
 _NO_NEWLINE = "\\ No newline at end of file"
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings, split at ``\\n`` only: git treats ``\\r``, form feeds and
+    other separators ``str.splitlines`` honours as ordinary characters inside a line."""
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    return out + [parts[-1]] if parts[-1] else out
 
 
 def _diff_lines(lines: list[str]) -> list[str]:
@@ -49,7 +58,7 @@ def file_diff(relpath: str, before: str, after: str, context: int = 3) -> str:
     """A git-style unified diff of one file, ``before`` -> ``after``; "" when they are equal."""
     if before == after:
         return ""
-    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    a, b = split_lines(before), split_lines(after)
     out = [f"diff --git a/{relpath} b/{relpath}\n", f"--- a/{relpath}\n", f"+++ b/{relpath}\n"]
     for group in _grouped_ops(a, b, context):
         out += _hunk_text(a, b, group, context)
@@ -137,7 +146,7 @@ def parse_patch(patch: str) -> list[FilePatch]:
     files: list[FilePatch] = []
     cur: FilePatch | None = None
     hunk: Hunk | None = None
-    for line in patch.splitlines(keepends=True):
+    for line in split_lines(patch):
         if hunk is not None and (not _hunk_done(hunk) or line.startswith("\\")):
             if line[:1] not in (" ", "-", "+", "\\"):
                 where = cur.path if cur else "?"
