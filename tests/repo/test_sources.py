@@ -188,3 +188,13 @@ def test_real_pypi_toolz_resolves_and_unknown_version_fails(tmp_path: Path) -> N
     assert (src.path / "toolz" / "tests" / "test_itertoolz.py").exists()
     with pytest.raises(SourceError, match="no sdist of toolz 0.0.0"):
         resolve_source("pypi:toolz==0.0.0", cache=tmp_path / "c")
+
+
+def test_sample_is_materialised_with_history_and_cached(tmp_path: Path) -> None:
+    first = resolve_source("sample", cache=tmp_path / "c")
+    assert first.kind == "sample" and first.repo == "swemill/sample-inventory"
+    assert (first.path / "tests").is_dir() and not first.from_cache
+    assert int(git(first.path, "rev-list", "--count", "HEAD")) > 1  # pr-mirror needs history
+    again = resolve_source("sample", cache=tmp_path / "c")
+    assert again.from_cache and again.commit == first.commit
+    assert resolve_source("sample", cache=tmp_path / "d").commit == first.commit

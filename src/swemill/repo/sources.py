@@ -8,6 +8,7 @@ verified sha256) and a second resolve of the same source needs no network.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -196,10 +197,18 @@ def _resolve_local(spec: str, root: Path, kind: SourceKind = "local") -> Resolve
 
 
 def _resolve_sample(root: Path) -> ResolvedSource:
+    """The bundled sample, with its short history of fixes (pr-mirror reads it)."""
     try:
-        from swemill.repo.sample import sample_path
+        from swemill.repo.sample import SAMPLE_REPO, materialize_sample, sample_files
     except ImportError as exc:
         raise SourceError("the bundled sample repository is not part of this install") from exc
-    resolved = _resolve_local(str(sample_path()), root, kind="sample")
-    return ResolvedSource("sample", resolved.path, "swemill-sample", resolved.commit, "sample",
-                          resolved.from_cache)
+    content = json.dumps(sample_files(), sort_keys=True).encode()
+    key = hashlib.sha256(content).hexdigest()[:16]
+    final = root / "sources" / "sample" / f"sample-{key}"
+    with entry_lock(root, f"sample-{key}"):
+        if (final / ".git").is_dir():
+            return _cached("sample", final, SAMPLE_REPO, "sample")
+        with atomic_dir(final) as tmp:
+            materialize_sample(tmp, history=True)
+            commit = git(["rev-parse", "HEAD"], tmp)
+    return ResolvedSource("sample", final, SAMPLE_REPO, commit, "sample")
