@@ -168,5 +168,8 @@ def test_unreadable_sources_are_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text('{"a": 1}')
     with pytest.raises(SourceError, match="JSON list"):
         load_rows(tmp_path / "x.json")
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really parquet")
+    with pytest.raises(SourceError, match="cannot read rows"):
+        load_rows(tmp_path / "bad.parquet")
     with pytest.raises(SourceError, match="unknown row shape"):
         load_rows(tmp_path / "x.json", shape="other")

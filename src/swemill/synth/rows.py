@@ -89,9 +89,7 @@ def _read(path: Path) -> list[Any]:
 
             return list(pq.read_table(path).to_pylist())
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SourceError(f"cannot read rows from {path}: {exc}") from exc
-    except Exception as exc:  # pyarrow raises its own types for a corrupt file
+    except Exception as exc:  # OSError, UnicodeDecodeError, or pyarrow's own for bad Parquet
         raise SourceError(f"cannot read rows from {path}: {exc}") from exc
     if path.suffix == ".json":
         try:
