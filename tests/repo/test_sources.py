@@ -124,11 +124,15 @@ def sdist_bytes(name: str, version: str) -> bytes:
 def index(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
     """A PyPI-shaped Simple API on loopback serving one sdist, with a request counter."""
     blob = sdist_bytes("demo_pkg", "1.0")
-    state: dict[str, object] = {"sha": hashlib.sha256(blob).hexdigest(), "hits": 0}
+    state: dict[str, object] = {"sha": hashlib.sha256(blob).hexdigest(), "hits": 0, "fail": 0}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             state["hits"] = int(state["hits"]) + 1  # type: ignore[call-overload]
+            if int(state.get("fail", 0)) > 0:  # type: ignore[call-overload]
+                state["fail"] = int(state["fail"]) - 1  # type: ignore[call-overload]
+                self.send_error(503)
+                return
             if self.path == "/simple/demo-pkg/":
                 body = json.dumps({"files": [
                     {"filename": "demo_pkg-1.0.tar.gz", "url": "/files/demo_pkg-1.0.tar.gz",
@@ -198,3 +202,9 @@ def test_sample_is_materialised_with_history_and_cached(tmp_path: Path) -> None:
     again = resolve_source("sample", cache=tmp_path / "c")
     assert again.from_cache and again.commit == first.commit
     assert resolve_source("sample", cache=tmp_path / "d").commit == first.commit
+
+
+def test_pypi_transient_server_errors_are_retried(tmp_path: Path, index: dict[str, object]) -> None:
+    index["fail"] = 2  # the index answers 503 twice, then recovers
+    src = resolve_source("pypi:demo-pkg==1.0", cache=tmp_path / "c")
+    assert (src.path / "demo_pkg" / "__init__.py").exists() and index["fail"] == 0

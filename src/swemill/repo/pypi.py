@@ -13,6 +13,7 @@ import re
 import shutil
 import tarfile
 import tempfile
+import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -36,10 +37,21 @@ def _index_url() -> str:
     return os.environ.get("SWEMILL_PYPI_URL", "https://pypi.org/simple").rstrip("/") + "/"
 
 
-def _get(url: str, accept: str | None = None) -> bytes:
+def _get(url: str, accept: str | None = None, attempts: int = 3) -> bytes:
+    """GET with retries on what is worth retrying (dropped connections, 5xx), not on 404."""
     req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
-    with urllib.request.urlopen(req, timeout=_TIMEOUT) as resp:
-        return resp.read()
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(req, timeout=_TIMEOUT) as resp:
+                return bytes(resp.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500 or attempt == attempts - 1:
+                raise
+        except (urllib.error.URLError, TimeoutError, ConnectionError):
+            if attempt == attempts - 1:
+                raise
+        time.sleep(0.5 * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _sdist_version(filename: str, name: str) -> str | None:
