@@ -108,7 +108,7 @@ def is_test_path(relpath: str) -> bool:
         return True
     if name == "tests.py":
         return True
-    return any(part in ("tests", "test", "testing") for part in p.parts[:-1])
+    return any(part in ("tests", "test") for part in p.parts[:-1])
 
 
 def git(root: Path, *args: str, check: bool = True) -> str:
