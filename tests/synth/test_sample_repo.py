@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from swemill.synth.base import RepoView, python_sources
 from swemill.synth.mutators import MUTATORS
 from swemill.synth.patches import check_patch
+from swemill.synth.pr_mirror import PrMirrorStrategy
 from swemill.synth.procedural import ProceduralStrategy, find_targets
 
 
@@ -32,6 +34,7 @@ def _sample_tree(dest: Path, git) -> Path:
     return root
 
 
+@pytest.mark.slow  # ~250 real `git apply --check` runs
 def test_every_applicable_kind_yields_on_the_sample(tmp_path: Path, git) -> None:
     root = _sample_tree(tmp_path / "sample", git)
     applicable = set()
@@ -50,3 +53,21 @@ def test_every_applicable_kind_yields_on_the_sample(tmp_path: Path, git) -> None
     assert len(cands) >= 100
     assert all(check_patch(root, c.bug_patch) is None for c in cands)
     assert not any(c.changed[0].file.startswith("tests/") for c in cands)
+
+
+def test_pr_mirror_on_the_sample_history(tmp_path: Path) -> None:
+    sample = pytest.importorskip("swemill.repo.sample", reason="bundled sample not landed yet")
+    if not hasattr(sample, "materialize_sample"):
+        pytest.skip("the bundled sample cannot be materialised with history yet")
+    root = sample.materialize_sample(tmp_path / "sample", history=True)
+    strat = PrMirrorStrategy()
+    cands = list(strat.candidates(RepoView(root=root, repo="swemill/sample", commit="HEAD")))
+    assert cands, strat.report
+    for c in cands:
+        assert c.fail_to_pass_hint and c.changed
+        work = tmp_path / "w"
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(root, work)
+        subprocess.run(["git", "checkout", "-q", c.metadata["base_commit"]], cwd=work,
+                       check=True, capture_output=True)
+        assert check_patch(work, c.bug_patch) is None
