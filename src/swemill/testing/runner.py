@@ -46,8 +46,11 @@ def pytest_argv(env: RepoEnv, workdir: str, paths: Sequence[str] = ()) -> list[s
     ]
 
 
-def _file_args(nodeids: Sequence[str]) -> list[str]:
-    files = list(dict.fromkeys(n.split("::")[0] for n in nodeids))
+def _file_args(nodeids: Sequence[str], workspace: Path) -> list[str]:
+    # A file that no longer exists would make pytest refuse the whole run (usage error);
+    # its tests simply never report and are judged errors.
+    files = [f for f in dict.fromkeys(n.split("::")[0] for n in nodeids)
+             if (workspace / f).exists()]
     # Too many to pass: collect everything and let the reporter deselect.
     return files if len(files) <= _MAX_FILE_ARGS else []
 
@@ -70,7 +73,7 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
     if nodeids is not None:
         sb.write_file(f"{rel}/select.txt", "\n".join(nodeids) + "\n")
         env_vars["SWEMILL_SELECT"] = f"{inside}/select.txt"
-        paths = _file_args(nodeids)
+        paths = _file_args(nodeids, sb.workspace)
     else:
         sb.write_file(f"{rel}/.keep", "")
     if coverage:
