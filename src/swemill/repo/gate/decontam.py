@@ -110,9 +110,9 @@ def matches(root: Path, extra: list[tuple[str, str]] | None = None) -> list[str]
     urls = [(f"git remote {name}", url) for name, url in git_remotes(root)] + urls
     found: list[str] = []
     for where, value in urls + list(extra or []):
-        slug = normalize_repo(value)
-        if slug is not None and slug in by_slug:
-            found.append(f"{where} {value} -> {by_slug[slug].label()}")
+        named_slug = normalize_repo(value)
+        if named_slug is not None and named_slug in by_slug:
+            found.append(f"{where} {value} -> {by_slug[named_slug].label()}")
     for where, value in names:
         named = by_package.get(normalize_package(value))
         if named is not None:
