@@ -93,7 +93,8 @@ def test_renamed_fork_is_caught_by_its_package_name(tmp_path: Path) -> None:
     verdict = gate_directory(root, source=str(root))
     assert not verdict.allowed
     assert verdict.contamination_matches == [
-        "pyproject.toml [project] name 'requests' -> psf/requests (SWE-bench (full, Lite, Verified))"
+        "pyproject.toml [project] name 'requests' -> "
+        "psf/requests (SWE-bench (full, Lite, Verified))"
     ]
 
 
@@ -110,7 +111,7 @@ def test_contaminated_by_metadata_url(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "repo"),
     [
-        ("setup.py", "setup(name='Django', url='https://www.djangoproject.com/')\n", "django/django"),
+        ("setup.py", "setup(name='Django', url='https://djangoproject.com/')\n", "django/django"),
         ("setup.cfg", "[metadata]\nname = hydra_core\n", "facebookresearch/hydra"),
         ("PKG-INFO", "Metadata-Version: 2.1\nName: Flask\nVersion: 3.0.3\n", "pallets/flask"),
         ("package.json", '{"name": "eslint", "repository": "eslint/eslint"}', "eslint/eslint"),

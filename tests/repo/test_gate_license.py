@@ -37,7 +37,9 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
         ("Unlicense", "UNLICENSE", "Unlicense", "redistributable"),
     ],
 )
-def test_license_file_text(tmp_path: Path, spdx: str, filename: str, expected: str, tier: str) -> None:
+def test_license_file_text(
+    tmp_path: Path, spdx: str, filename: str, expected: str, tier: str
+) -> None:
     root = _tree(tmp_path / "t", {filename: TEXTS[spdx], "mod.py": "x = 1\n"})
     found, got_tier, evidence = license_of(root)
     assert (found, got_tier) == (expected, tier)
@@ -106,14 +108,16 @@ def test_classifier_only(tmp_path: Path) -> None:
 
 
 def test_pyproject_only_expression(tmp_path: Path) -> None:
-    root = _tree(tmp_path / "p", {"pyproject.toml": '[project]\nname = "p"\nlicense = "Apache-2.0"\n'})
+    pyproject = '[project]\nname = "p"\nlicense = "Apache-2.0"\n'
+    root = _tree(tmp_path / "p", {"pyproject.toml": pyproject})
     assert license_of(root) == (
         "Apache-2.0", "redistributable", ["pyproject.toml [project] license: Apache-2.0"]
     )
 
 
 def test_pyproject_license_table_text_and_file(tmp_path: Path) -> None:
-    text_tree = _tree(tmp_path / "a", {"pyproject.toml": '[project]\nlicense = {text = "BSD License"}\n'})
+    pyproject = '[project]\nlicense = {text = "BSD License"}\n'
+    text_tree = _tree(tmp_path / "a", {"pyproject.toml": pyproject})
     assert license_of(text_tree)[:2] == ("BSD-3-Clause", "redistributable")
     file_tree = _tree(tmp_path / "b", {
         "pyproject.toml": '[project]\nlicense = {file = "docs/TERMS"}\n',
