@@ -91,6 +91,35 @@ def _results(messages: list[Message], start: int, call_ids: set[str]) -> list[To
     return out
 
 
+def _state(part: SessionPart, ref: TurnRef, ordinal: int) -> TraceState:
+    response = part.messages[ref.index]
+    actions = response.tool_calls
+    results = _results(part.messages, ref.index, {a.id for a in actions if a.id})
+    context_start = max((c for c in part.compactions if c <= ref.index), default=0)
+    return TraceState(
+        state_id=f"{part.session_key}::{ordinal:04d}",
+        session_id=part.session_key,
+        trajectory_id=part.trajectory_id,
+        turn=ordinal,
+        prefix_len=ref.index,
+        context_start=context_start,
+        messages=part.messages[context_start : ref.index],
+        response=response,
+        actions=actions,
+        action_keys=[a.canonical_key() for a in actions],
+        results=results,
+        has_error=any(r.is_error for r in results),
+        usage=ref.usage,
+        model=ref.model,
+        source=part.source,
+        branch=part.branch,
+        parent_trajectory_id=part.parent_id,
+        branch_point=part.branch_point,
+        source_file=part.source_file,
+        timestamp=ref.timestamp,
+    )
+
+
 def make_states(
     part: SessionPart, counts: IngestCounts, emitted: set[str]
 ) -> Iterable[TraceState]:
@@ -103,34 +132,9 @@ def make_states(
         if ref.key in emitted:
             continue
         emitted.add(ref.key)
-        response = part.messages[ref.index]
-        actions = response.tool_calls
-        results = _results(part.messages, ref.index, {a.id for a in actions if a.id})
-        context_start = max((c for c in part.compactions if c <= ref.index), default=0)
-        state = TraceState(
-            state_id=f"{part.session_key}::{ordinal:04d}",
-            session_id=part.session_key,
-            trajectory_id=part.trajectory_id,
-            turn=ordinal,
-            prefix_len=ref.index,
-            context_start=context_start,
-            messages=part.messages[context_start : ref.index],
-            response=response,
-            actions=actions,
-            action_keys=[a.canonical_key() for a in actions],
-            results=results,
-            has_error=any(r.is_error for r in results),
-            usage=ref.usage,
-            model=ref.model,
-            source=part.source,
-            branch=part.branch,
-            parent_trajectory_id=part.parent_id,
-            branch_point=part.branch_point,
-            source_file=part.source_file,
-            timestamp=ref.timestamp,
-        )
+        state = _state(part, ref, ordinal)
         counts.assistant_turns += 1
         counts.tool_calls += ref.n_source_calls
-        counts.tool_errors += sum(r.is_error for r in results)
+        counts.tool_errors += sum(r.is_error for r in state.results)
         counts.add_usage(ref.usage)
         yield state
