@@ -208,3 +208,31 @@ def test_late_records_off_the_chain_do_not_pick_the_main_chain(tmp_path: Path) -
     assert counts.branches == 0
     assert counts.dropped == {"dead_leaf": 1}  # the progress line; the timing note is a tail
     assert counts.skipped_types == {"progress": 1, "system": 1}
+
+
+def test_rewind_to_the_first_prompt_is_a_second_root(tmp_path: Path) -> None:
+    w = SessionWriter("root2", CWD)
+    w.user("first try")
+    w.assistant([text("answer one")], {"output_tokens": 1})
+    w.head = None  # the user edits the very first prompt: a new root, parentUuid null
+    w.user("second try")
+    w.assistant([text("answer two")], {"output_tokens": 2})
+    counts, states, trajs = _run(w.write(tmp_path / "root2.jsonl"))
+    main, alt = trajs["claude_code:root2"], trajs["claude_code:root2/branch-1"]
+    assert [m.text for m in main.messages] == ["second try", "answer two"]
+    assert [m.text for m in alt.messages] == ["first try", "answer one"]
+    assert alt.branch_point == 0 and counts.assistant_turns == 2
+
+
+def test_tool_results_given_as_blocks_keep_text_and_mark_images(tmp_path: Path) -> None:
+    w = SessionWriter("blocks", CWD)
+    w.user("show me")
+    w.assistant([tool_use("r1", "Read", {"file_path": f"{CWD}/shot.png"})], {"output_tokens": 1})
+    w.user([{"type": "tool_result", "tool_use_id": "r1", "content": [
+        {"type": "text", "text": "Image read"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVB"}},
+    ]}, {"type": "text", "text": "what is it?"}])
+    _, states, trajs = _run(w.write(tmp_path / "blocks.jsonl"))
+    assert states[0].results[0].content == "Image read\n[image omitted]"
+    roles = [m.role for m in next(iter(trajs.values())).messages]
+    assert roles == ["user", "assistant", "tool", "user"]  # results and text split apart
