@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
             if json_out:
                 from rich.markup import escape
 
-                console.print(f"[bold red]refused:[/] {escape(verdict.reason)}", highlight=False)
+                console.print(f"[bold red]{escape(verdict.reason)}[/]", highlight=False)
             raise typer.Exit(1)
 
 
@@ -70,8 +70,7 @@ def _print(verdict, console) -> None:  # type: ignore[no-untyped-def]
     from rich.markup import escape
 
     style = "green" if verdict.allowed else "bold red"
-    word = "allowed" if verdict.allowed else "refused"
-    console.print(f"[{style}]{word}:[/] {escape(verdict.reason)}", highlight=False, soft_wrap=True)
+    console.print(f"[{style}]{escape(verdict.reason)}[/]", highlight=False, soft_wrap=True)
     console.print(f"  license: {verdict.license_spdx or 'none found'} ({verdict.license_tier})",
                   highlight=False)
     for line in verdict.license_evidence:

@@ -54,7 +54,7 @@ def _decide(verdict: GateVerdict, policy: GatePolicy) -> tuple[bool, str]:
         return False, f"refused: copyleft license {verdict.license_spdx} (--copyleft-policy refuse)"
     if verdict.license_tier == "unknown" and policy.refuse_unknown:
         return False, "refused: no license found (--refuse-unknown)"
-    return True, f"license {verdict.license_spdx or 'unknown'}: {verdict.license_tier}"
+    return True, f"allowed: license {verdict.license_spdx or 'unknown'}: {verdict.license_tier}"
 
 
 def gate_directory(
