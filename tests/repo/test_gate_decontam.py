@@ -163,3 +163,16 @@ def test_similar_names_are_not_matches(tmp_path: Path) -> None:
 def test_missing_directory_is_a_source_error(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="not a directory"):
         gate_directory(tmp_path / "absent", source="absent")
+
+
+def test_public_api_is_pinned() -> None:
+    import swemill.repo.gate as gate
+    import swemill.repo.sample as sample
+
+    assert sorted(gate.__all__) == [
+        "DEFAULT_COPYLEFT", "GatePolicy", "benchmark_repos", "ensure_allowed", "gate_directory",
+        "license_of", "normalize_repo",
+    ]
+    assert sorted(sample.__all__) == [
+        "SAMPLE_REPO", "materialize_sample", "sample_files", "sample_path",
+    ]
