@@ -77,7 +77,7 @@ def render_table(rows: list[tuple[str, ...]], width: int = COLUMN_WIDTH) -> str:
 def summary(warehouse: Warehouse, day: int = 0) -> str:
     worth = format_money(warehouse.total_value(day))
     header = f"{warehouse.name}: {len(warehouse)} lines, worth {worth}"
-    rows = [("sku", "qty", "value")]
+    rows: list[tuple[str, ...]] = [("sku", "qty", "value")]
     for item in warehouse:
         rows.append((item.sku, str(item.quantity), f"{item.value(day):.2f}"))
     return header + "\n" + render_table(rows)
