@@ -80,6 +80,26 @@ def _json_columns(schema: pa.Schema) -> list[str]:
     return json.loads(raw) if raw else []
 
 
+def _storage_type(t: pa.DataType) -> pa.DataType:
+    if isinstance(t, pa.ExtensionType):
+        return _storage_type(t.storage_type)
+    if pa.types.is_struct(t):
+        return pa.struct([_storage_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_large_list(t):
+        return pa.large_list(_storage_field(t.value_field))
+    if pa.types.is_list(t):
+        return pa.list_(_storage_field(t.value_field))
+    return t
+
+
+def _storage_field(f: pa.Field) -> pa.Field:
+    return pa.field(f.name, _storage_type(f.type), f.nullable, f.metadata)
+
+
+def _has_extension(schema: pa.Schema) -> bool:
+    return any(_storage_type(f.type) != f.type for f in schema)
+
+
 def rows_to_table(
     rows: Sequence[BaseModel] | Sequence[dict[str, Any]], schema: pa.Schema | None = None
 ) -> pa.Table:
@@ -89,6 +109,12 @@ def rows_to_table(
         raise StoreError("a shard holds rows of one kind: one pydantic model or plain dicts")
     if not models:
         try:
+            if schema is not None and _has_extension(schema):
+                # pyarrow cannot build extension arrays (e.g. pa.json_()) from Python objects:
+                # build the storage types, then cast (a no-copy relabel).
+                storage = pa.schema([_storage_field(f) for f in schema], metadata=schema.metadata)
+                table = pa.Table.from_pylist(list(rows), schema=storage)  # type: ignore[arg-type]
+                return table.cast(schema)
             return pa.Table.from_pylist(list(rows), schema=schema)  # type: ignore[arg-type]
         except (pa.ArrowException, TypeError, ValueError) as exc:
             raise StoreError(f"rows do not fit one Arrow schema: {exc}") from exc
