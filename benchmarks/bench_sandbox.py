@@ -1,0 +1,154 @@
+"""Sandbox costs on the hot path of validation: per-exec overhead and fork().
+
+Prints medians over ``--repeat`` runs of:
+
+- exec of ``true``: a bare subprocess, the raw bwrap command line, the full ``bwrap`` backend
+  (cgroups, output pumping, kill of what is left), the ``local`` backend;
+- ``fork()`` of the bundled sample repository, of a generated ~50-file workspace and of a
+  generated 10,000-file workspace (~60 MB, log-normal sizes): the first fork of a plain
+  directory (it snapshots it once), every later fork, a fork of a fork that has written
+  (its upper layer is frozen, no copy), fork + first exec, close; and ``cp -a`` for reference.
+
+Goals: bwrap overhead (full backend minus bare subprocess) under 20 ms; fork of the
+10,000-file workspace under 200 ms.
+
+    .venv/bin/python benchmarks/bench_sandbox.py [--repeat 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from swemill.sandbox import Limits, open_sandbox
+from swemill.sandbox.bwrap import BwrapSandbox
+from swemill.sandbox.fork import overlay_usable
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "src" / "swemill" / "repo" / "sample" / "tree"
+
+
+def median_ms(fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None,
+              ) -> float:
+    times = []
+    for _ in range(repeat):
+        if setup is not None:
+            setup()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def make_workspace(root: Path, files: int, seed: int = 7) -> Path:
+    """A repository-shaped tree: nested packages, log-normal file sizes (median ~3 KB)."""
+    rng = random.Random(seed)
+    for i in range(files):
+        d = root / f"pkg{i % 40}" / f"sub{(i // 40) % 12}"
+        d.mkdir(parents=True, exist_ok=True)
+        size = min(int(rng.lognormvariate(8, 1.2)), 300_000)
+        (d / f"mod{i}.py").write_bytes(rng.randbytes(size // 2).hex().encode()[:size])
+    return root
+
+
+def bench_exec(ws: Path, repeat: int) -> list[tuple[str, float]]:
+    sb = open_sandbox(ws, backend="bwrap", limits=Limits())
+    assert isinstance(sb, BwrapSandbox)
+    raw = sb.argv(["true"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local = open_sandbox(ws, backend="local")
+    rows = [
+        ("bare subprocess `true`", median_ms(lambda: subprocess.run(["true"]), repeat)),
+        ("raw bwrap command line `true`", median_ms(lambda: subprocess.run(raw, env={}), repeat)),
+        ("bwrap backend exec `true`", median_ms(lambda: sb.exec(["true"]), repeat)),
+        ("local backend exec `true`", median_ms(lambda: local.exec(["true"]), repeat)),
+    ]
+    sb.close()
+    local.close()
+    return rows
+
+
+def bench_fork(name: str, ws: Path, repeat: int) -> list[tuple[str, float]]:
+    rows = []
+    firsts = []
+    for _ in range(max(3, repeat // 10)):  # the first fork of a plain dir copies it once
+        sb = open_sandbox(ws, backend="bwrap")
+        start = time.perf_counter()
+        sb.fork().close()
+        firsts.append(time.perf_counter() - start)
+        sb.close()
+    rows.append((f"{name}: first fork (one snapshot copy)", statistics.median(firsts) * 1000))
+    sb = open_sandbox(ws, backend="bwrap")
+    sb.fork().close()
+    forks: list[object] = []
+    rows.append((f"{name}: fork (snapshot reused)", median_ms(lambda: forks.append(sb.fork()),
+                                                                repeat)))
+    rows.append((f"{name}: close a fork", median_ms(lambda: forks.pop().close(), repeat)))  # type: ignore[attr-defined]
+    parent = sb.fork()
+
+    def fork_written() -> None:
+        forks.append(parent.fork())
+
+    rows.append((f"{name}: fork of a fork that wrote", median_ms(
+        fork_written, repeat, setup=lambda: parent.write_file("pkg_new.txt", str(time.time())))))
+
+    def fork_and_exec() -> None:
+        child = sb.fork()
+        child.write_file("candidate.py", "x = 1\n")
+        child.exec(["cat", "candidate.py"])
+        forks.append(child)
+
+    rows.append((f"{name}: fork + write + first exec", median_ms(fork_and_exec, repeat)))
+    for f in forks:
+        f.close()  # type: ignore[attr-defined]
+    parent.close()
+    sb.close()
+    return rows
+
+
+def bench_copy(ws: Path, repeat: int) -> float:
+    dst = ws.parent / "cp-ref"
+    return median_ms(lambda: subprocess.run(["cp", "-a", str(ws), str(dst)], check=True),
+                     max(3, repeat // 10), setup=lambda: shutil.rmtree(dst, ignore_errors=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    rows: list[tuple[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="swemill-bench-") as tmp:
+        small = make_workspace(Path(tmp) / "small", 50)
+        big = make_workspace(Path(tmp) / "big", 10_000)
+        rows += bench_exec(small, args.repeat)
+        if SAMPLE.is_dir():
+            rows += bench_fork("sample repo", SAMPLE, args.repeat)
+        rows += bench_fork("50 files", small, args.repeat)
+        rows += bench_fork("10k files", big, args.repeat)
+        rows.append(("10k files: `cp -a` (reference)", bench_copy(big, args.repeat)))
+    width = max(len(r[0]) for r in rows)
+    print(f"overlay forks: {'yes' if overlay_usable() else 'no (full copies)'}; "
+          f"medians of {args.repeat} runs")
+    for label, ms in rows:
+        print(f"  {label:<{width}}  {ms:9.2f} ms")
+    table = dict(rows)
+    overhead = table["bwrap backend exec `true`"] - table["bare subprocess `true`"]
+    fork_10k = table["10k files: fork (snapshot reused)"]
+    print(f"bwrap overhead per exec: {overhead:.2f} ms (goal < 20 ms: "
+          f"{'met' if overhead < 20 else 'MISSED'}, {overhead / 20:.2f}x of budget)")
+    print(f"fork of 10k files: {fork_10k:.2f} ms (goal < 200 ms: "
+          f"{'met' if fork_10k < 200 else 'MISSED'}, {fork_10k / 200:.3f}x of budget); "
+          f"first fork of a plain dir: {table['10k files: first fork (one snapshot copy)']:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
