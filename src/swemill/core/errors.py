@@ -24,6 +24,7 @@ __all__ = [
     "BudgetExceeded",
     "StoreError",
     "IngestError",
+    "CorpusError",
     "MissingDependency",
 ]
 
@@ -92,6 +93,10 @@ class StoreError(SwemillError):
 
 class IngestError(SwemillError):
     """A trace file could not be ingested at all."""
+
+
+class CorpusError(SwemillError):
+    """The corpus stage cannot make a dataset (e.g. nothing is left after filtering)."""
 
 
 class MissingDependency(SwemillError):
