@@ -1,0 +1,243 @@
+"""Records -> corpus rows: SFT and DPO rows in TRL's conversational format, world-model tuples.
+
+Format decisions (the dataset card repeats them for users):
+
+* ``messages`` is a list of ``{role, content, reasoning_content, tool_calls, tool_call_id,
+  name}`` with one fixed Arrow type for every row. Keys a message does not use are null (Arrow
+  gives every struct every field), so templates should test ``message.tool_calls`` for
+  truthiness rather than ``'tool_calls' in message``.
+* A tool call is OpenAI-shaped, ``{id, type: "function", function: {name, arguments}}``.
+  ``arguments`` and the ``tools`` column are stored as Arrow's canonical JSON type (UTF-8 JSON
+  text, Parquet JSON logical type): the schema stays the same whatever the arguments are,
+  ``datasets`` (>= 4.8, ``Json`` feature) decodes them to dicts/lists, which is what
+  ``apply_chat_template(messages, tools=...)`` and TRL's trainers expect, and any other
+  Parquet reader sees the JSON text.
+* Thinking never goes into ``content``: it is kept in ``reasoning_content`` (the field
+  reasoning-model templates read) or dropped with ``reasoning=False``.
+* Tool results become one ``tool`` message each, with ``tool_call_id`` and the tool's
+  ``name``, in the order of the calls they answer; a user turn's own text follows them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from swemill.core.records import (
+    Message,
+    PreferencePair,
+    Task,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Trajectory,
+)
+from swemill.core.tools import ToolCall, tool_schemas
+
+__all__ = [
+    "MESSAGE_TYPE",
+    "SFT_SCHEMA",
+    "DPO_SCHEMA",
+    "WM_SCHEMA",
+    "tools_json",
+    "chat_messages",
+    "sft_row",
+    "dpo_row",
+    "wm_rows",
+    "prompt_messages",
+]
+
+_S = pa.string()
+TOOL_CALL_TYPE = pa.struct([
+    ("id", _S), ("type", _S), ("function", pa.struct([("name", _S), ("arguments", pa.json_())])),
+])
+MESSAGE_TYPE = pa.struct([
+    ("role", _S), ("content", _S), ("reasoning_content", _S),
+    ("tool_calls", pa.list_(TOOL_CALL_TYPE)), ("tool_call_id", _S), ("name", _S),
+])
+_CONV = pa.list_(MESSAGE_TYPE)
+_PROVENANCE = [
+    ("task_id", _S), ("repo", _S), ("strategy", _S), ("source", _S), ("policy", _S),
+    ("license_tier", _S), ("synthetic", pa.bool_()),
+]
+SFT_SCHEMA = pa.schema([
+    ("trajectory_id", _S), *_PROVENANCE, ("grade", pa.float64()), ("resolved", pa.bool_()),
+    ("messages", _CONV), ("tools", pa.json_()),
+])
+DPO_SCHEMA = pa.schema([
+    ("pair_id", _S), *_PROVENANCE, ("state_id", _S), ("preference_source", _S),
+    ("chosen_score", pa.float64()), ("rejected_score", pa.float64()),
+    ("prompt", _CONV), ("chosen", _CONV), ("rejected", _CONV), ("tools", pa.json_()),
+])
+WM_SCHEMA = pa.schema([
+    ("trajectory_id", _S), ("task_id", _S), ("step", pa.int64()), ("observation", _S),
+    ("action", pa.json_()), ("next_observation", _S), ("reward", pa.float64()),
+    ("done", pa.bool_()), ("is_error", pa.bool_()), ("synthetic", pa.bool_()),
+    ("license_tier", _S),
+])
+
+
+def tools_json(schemas: list[dict[str, Any]] | None = None) -> str:
+    """The ``tools`` column: the tool algebra's JSON schemas as JSON text."""
+    return json.dumps(schemas if schemas is not None else tool_schemas(), ensure_ascii=False)
+
+
+def _args_json(call: ToolCall) -> str:
+    return json.dumps(call.args, ensure_ascii=False, sort_keys=True)
+
+
+def _msg(role: str, content: str, **extra: Any) -> dict[str, Any]:
+    out = {"role": role, "content": content, "reasoning_content": None, "tool_calls": None,
+           "tool_call_id": None, "name": None}
+    out.update(extra)
+    return out
+
+
+def _assistant(m: Message, reasoning: bool, ids: dict[str, str]) -> dict[str, Any]:
+    calls = []
+    for i, b in enumerate(b for b in m.content if isinstance(b, ToolUseBlock)):
+        call_id = b.call.id or f"call_{len(ids)}_{i}"
+        ids[call_id] = b.call.name
+        calls.append({"id": call_id, "type": "function",
+                      "function": {"name": b.call.name, "arguments": _args_json(b.call)}})
+    thinking = "\n".join(b.text for b in m.content if isinstance(b, ThinkingBlock))
+    return _msg("assistant", m.text, tool_calls=calls or None,
+                reasoning_content=(thinking or None) if reasoning else None)
+
+
+def chat_messages(messages: list[Message], *, reasoning: bool = True) -> list[dict[str, Any]]:
+    """Canonical messages -> TRL/OpenAI conversational dicts (one fixed set of keys)."""
+    out: list[dict[str, Any]] = []
+    ids: dict[str, str] = {}  # call id -> tool name, to name each tool message
+    for m in messages:
+        if m.role == "assistant":
+            out.append(_assistant(m, reasoning, ids))
+            continue
+        for b in m.content:
+            if isinstance(b, ToolResultBlock):
+                out.append(_msg("tool", b.content, tool_call_id=b.call_id,
+                                name=ids.get(b.call_id)))
+        has_text = any(isinstance(b, TextBlock) for b in m.content)
+        if m.role in ("system", "user") and (has_text or not m.content):
+            out.append(_msg(m.role, m.text))
+    return out
+
+
+def prompt_messages(row_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a policy is shown before it acts: system messages and the first user message."""
+    out = []
+    for m in row_messages:
+        if m["role"] == "system":
+            out.append(m)
+        elif m["role"] == "user":
+            out.append(m)
+            break
+        else:
+            break
+    return out
+
+
+def _provenance(task_id: str | None, task: Task | None, meta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "task_id": task_id,
+        "repo": task.repo if task else (meta.get("repo") or None),
+        "strategy": task.strategy if task else (meta.get("strategy") or None),
+    }
+
+
+def sft_row(
+    traj: Trajectory, task: Task | None = None, *, tools: str | None = None,
+    reasoning: bool = True,
+) -> dict[str, Any]:
+    """One SFT row (columns of :data:`SFT_SCHEMA`)."""
+    outcome = traj.outcome
+    return {
+        "trajectory_id": traj.trajectory_id,
+        **_provenance(traj.task_id, task, traj.metadata),
+        "source": traj.source,
+        "policy": traj.policy,
+        "license_tier": traj.license_tier,
+        "synthetic": traj.synthetic,
+        "grade": outcome.grade if outcome else None,
+        "resolved": outcome.resolved if outcome else None,
+        "messages": chat_messages(traj.messages, reasoning=reasoning),
+        "tools": tools if tools is not None else tools_json(),
+    }
+
+
+def dpo_row(
+    pair: PreferencePair, task: Task | None = None, *, tools: str | None = None,
+    reasoning: bool = True, policy: str = "",
+) -> dict[str, Any]:
+    """One DPO row (columns of :data:`DPO_SCHEMA`): prompt is the shared history."""
+    prompt = chat_messages(pair.prompt, reasoning=reasoning)
+    # A continuation's tool messages must find their call's name in the shared history.
+    history = pair.prompt
+    return {
+        "pair_id": pair.pair_id,
+        **_provenance(pair.task_id, task, pair.metadata),
+        "source": str(pair.metadata.get("source", "")) or pair.preference_source,
+        "policy": policy or str(pair.metadata.get("policy", "")),
+        "license_tier": pair.license_tier,
+        "synthetic": pair.synthetic,
+        "state_id": pair.state_id,
+        "preference_source": pair.preference_source,
+        "chosen_score": pair.chosen_score,
+        "rejected_score": pair.rejected_score,
+        "prompt": prompt,
+        "chosen": chat_messages(history + pair.chosen, reasoning=reasoning)[len(prompt):],
+        "rejected": chat_messages(history + pair.rejected, reasoning=reasoning)[len(prompt):],
+        "tools": tools if tools is not None else tools_json(),
+    }
+
+
+def _observation(m: Message) -> tuple[str, bool]:
+    """The text a non-assistant turn shows the agent, and whether any tool result failed."""
+    parts = [b.content if isinstance(b, ToolResultBlock) else b.text
+             for b in m.content if isinstance(b, ToolResultBlock | TextBlock)]
+    error = any(isinstance(b, ToolResultBlock) and b.is_error for b in m.content)
+    return "\n".join(parts), error
+
+
+def _action(m: Message) -> str:
+    calls = [{"name": c.name, "args": c.args} for c in m.tool_calls]
+    return json.dumps({"text": m.text, "tool_calls": calls}, ensure_ascii=False, sort_keys=True)
+
+
+def wm_rows(traj: Trajectory) -> list[dict[str, Any]]:
+    """(observation, action, next_observation, reward) per assistant turn, failures included.
+
+    The observation is what the agent saw last (the task, or its last tool results), the next
+    observation what its action produced. Reward is 0 until the last step, which carries the
+    trajectory's grade (null when ungraded).
+    """
+    steps: list[dict[str, Any]] = []
+    last_obs = ""
+    for i, m in enumerate(traj.messages):
+        if m.role != "assistant":
+            if not steps:  # the opening: system prompt and task, seen together
+                text, _ = _observation(m)
+                last_obs = "\n".join(p for p in (last_obs, text) if p)
+            continue  # later turns are the previous step's next_observation
+        following = []
+        error = False
+        for nxt in traj.messages[i + 1:]:
+            if nxt.role == "assistant":
+                break
+            text, err = _observation(nxt)
+            following.append(text)
+            error = error or err
+        steps.append({
+            "trajectory_id": traj.trajectory_id, "task_id": traj.task_id, "step": len(steps),
+            "observation": last_obs, "action": _action(m), "next_observation": "\n".join(following),
+            "reward": 0.0, "done": False, "is_error": error, "synthetic": traj.synthetic,
+            "license_tier": traj.license_tier,
+        })
+        last_obs = "\n".join(following)
+    if steps:
+        steps[-1]["done"] = True
+        steps[-1]["reward"] = traj.outcome.grade if traj.outcome else None
+    return steps
