@@ -81,7 +81,7 @@ def _json_columns(schema: pa.Schema) -> list[str]:
 
 
 def _storage_type(t: pa.DataType) -> pa.DataType:
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
         return _storage_type(t.storage_type)
     if pa.types.is_struct(t):
         return pa.struct([_storage_field(t.field(i)) for i in range(t.num_fields)])
