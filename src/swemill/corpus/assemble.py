@@ -113,10 +113,16 @@ def _scrubbed(messages: Sequence[Message], counts: Counter[str]) -> list[Message
     ]
 
 
-def row_text(messages: Sequence[dict[str, Any]]) -> str:
-    """A conversation row as one text, for filters and dedup (tool arguments included)."""
+def row_text(messages: Sequence[dict[str, Any]], *, system: bool = True) -> str:
+    """A conversation row as one text, for filters and dedup (tool arguments included).
+
+    ``system=False`` leaves system messages out: the split compares rows by what differs
+    between them, not by the system prompt every rollout shares.
+    """
     parts = []
     for m in messages:
+        if not system and m["role"] == "system":
+            continue
         parts.append(m["content"] or "")
         for call in m["tool_calls"] or ():
             parts.append(f"{call['function']['name']} {call['function']['arguments']}")
@@ -191,7 +197,7 @@ def _split_rows(run: _Run, sft: list[dict[str, Any]], dpo: list[dict[str, Any]],
                 tasks: Mapping[str, Task]) -> None:
     items = [
         SplitItem(f"sft:{r['trajectory_id']}", r["repo"], r["task_id"],
-                  family_of(tasks.get(r["task_id"] or "")), row_text(r["messages"]))
+                  family_of(tasks.get(r["task_id"] or "")), row_text(r["messages"], system=False))
         for r in sft
     ] + [
         SplitItem(f"dpo:{r['pair_id']}", r["repo"], r["task_id"],

@@ -3,8 +3,9 @@
 Layout (``swemill.store.layout``): ``corpus/sft`` and ``corpus/dpo`` hold the training rows;
 ``corpus/holdout`` holds the held-out rows of both, as ``part-sft-*`` and ``part-dpo-*``
 shards (their schemas differ, so a reader picks one by name); ``corpus/wm`` the optional
-world-model tuples. Empty tables are written too, with their schema, so every path the
-dataset card names exists and loads.
+world-model tuples. An empty table is not written at all: ``datasets`` cannot read a
+zero-row Parquet file ("BatchSize must be greater than 0"), so the card names only the
+splits that have rows (see :func:`swemill.corpus.card.dataset_card`).
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ def write_corpus(
         ("corpus/holdout", HOLDOUT_DPO_PREFIX + shard, tables.dpo_holdout, DPO_SCHEMA,
          "dpo_holdout"),
     ]
-    if tables.wm:
-        plan.append(("corpus/wm", shard, tables.wm, WM_SCHEMA, "wm"))
+    plan.append(("corpus/wm", shard, tables.wm, WM_SCHEMA, "wm"))
     written = {}
     for stage, name, rows, schema, label in plan:
-        store.write_records(stage, run_id, name, rows, schema=schema)
+        if rows:
+            store.write_records(stage, run_id, name, rows, schema=schema)
         written[label] = len(rows)
     return written
