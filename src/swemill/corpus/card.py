@@ -1,0 +1,191 @@
+"""The dataset card: ``README.md`` with Hugging Face YAML front matter, and provenance.
+
+The front matter names the license (``other`` with an explanation when any row is not
+redistributable), the task category, tags, size category and one config per table whose
+``data_files`` point at the store layout (``corpus/sft/run_id=<id>/*.parquet`` ...), so the
+card works from the root of the store as uploaded. Only splits that have rows are named.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from swemill.core.records import RunManifest
+from swemill.corpus.assemble import CorpusTables
+from swemill.corpus.write import HOLDOUT_DPO_PREFIX, HOLDOUT_SFT_PREFIX
+from swemill.store.layout import run_prefix
+
+__all__ = ["dataset_card", "card_metadata", "size_category", "provenance"]
+
+_SIZES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
+          (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")]
+
+
+def size_category(n: int) -> str:
+    for bound, name in _SIZES:
+        if n < bound:
+            return name
+    return "n>10M"
+
+
+def _rows(tables: CorpusTables) -> list[dict[str, Any]]:
+    return tables.sft + tables.sft_holdout + tables.dpo + tables.dpo_holdout
+
+
+def provenance(tables: CorpusTables) -> dict[str, Counter[str]]:
+    """Counts per license tier, strategy, policy, source, repository and synthetic flag."""
+    rows = _rows(tables)
+    keys = ("license_tier", "strategy", "policy", "source", "repo")
+    out = {k: Counter(str(r.get(k) or "unknown") for r in rows) for k in keys}
+    out["synthetic"] = Counter("synthetic" if r["synthetic"] else "not synthetic" for r in rows)
+    return out
+
+
+def _license(tiers: Counter[str], spdx: Iterable[str]) -> tuple[str, str]:
+    """(front-matter license, sentence for the body)."""
+    restricted = {t: n for t, n in tiers.items() if t != "redistributable"}
+    ids = sorted({s for s in spdx if s})
+    if not restricted and len(ids) == 1:
+        return ids[0].lower(), f"All rows come from sources licensed {ids[0]}."
+    if not restricted:
+        return "other", ("All rows come from redistributable sources, under several licenses ("
+                         + ", ".join(ids or ["not recorded"]) + "); each row's source is named.")
+    parts = ", ".join(f"{n} row(s) `{t}`" for t, n in sorted(restricted.items()))
+    return "other", (f"Not every row may be redistributed: {parts}. `trainable-only` sources "
+                     "allow training but not republishing their text; `unknown` means no "
+                     "license could be established. Filter on the `license_tier` column "
+                     "before sharing this dataset.")
+
+
+def _config(name: str, run_id: str, stage: str, holdout: str, n_train: int, n_test: int,
+            ) -> dict[str, Any] | None:
+    files = []
+    if n_train:
+        files.append({"split": "train", "path": f"{run_prefix(stage, run_id)}/*.parquet"})
+    if n_test:
+        path = f"{run_prefix('corpus/holdout', run_id)}/part-{holdout}*.parquet"
+        files.append({"split": "test", "path": path})
+    return {"config_name": name, "data_files": files} if files else None
+
+
+def card_metadata(manifest: RunManifest, tables: CorpusTables,
+                  licenses: Iterable[str] = ()) -> dict[str, Any]:
+    tiers = provenance(tables)["license_tier"]
+    license_id, _ = _license(tiers, licenses)
+    rid = manifest.run_id
+    configs = [c for c in (
+        _config("sft", rid, "corpus/sft", HOLDOUT_SFT_PREFIX, len(tables.sft),
+                len(tables.sft_holdout)),
+        _config("dpo", rid, "corpus/dpo", HOLDOUT_DPO_PREFIX, len(tables.dpo),
+                len(tables.dpo_holdout)),
+    ) if c]
+    if tables.wm:
+        configs.append({"config_name": "wm", "data_files": [
+            {"split": "train", "path": f"{run_prefix('corpus/wm', rid)}/*.parquet"}]})
+    meta: dict[str, Any] = {
+        "license": license_id,
+        "task_categories": ["text-generation"],
+        "language": ["en", "code"],
+        "tags": ["code", "software-engineering", "agents", "tool-use", "sft", "dpo", "swemill"],
+        "size_categories": [size_category(len(_rows(tables)))],
+        "pretty_name": f"swemill corpus {rid}",
+        "configs": configs,
+    }
+    if license_id == "other":
+        meta["license_name"] = "mixed"
+        meta["license_details"] = _license(tiers, licenses)[1]
+    return meta
+
+
+def _table(header: tuple[str, str], counts: Counter[str] | dict[str, int],
+           ordered: bool = False) -> list[str]:
+    """A Markdown table, largest first unless ``ordered`` keeps the given order."""
+    items = list(counts.items())
+    if not ordered:
+        items.sort(key=lambda kv: (-kv[1], kv[0]))
+    lines = [f"| {header[0]} | {header[1]} |", "|---|---:|"]
+    lines += [f"| {k} | {v} |" for k, v in items]
+    return lines + [""]
+
+
+def _drops(tables: CorpusTables, manifest: RunManifest) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for stage, counts in {**manifest.counts, **tables.manifest_counts()}.items():
+        for key, n in counts.items():
+            if key.startswith("dropped_"):
+                out[f"{stage}: {key.removeprefix('dropped_')}"] += n
+    return out
+
+
+_LOADING = '''```python
+from datasets import load_dataset
+
+sft = load_dataset("{repo}", "sft")   # or: load_dataset("parquet", data_files=...)
+dpo = load_dataset("{repo}", "dpo")
+row = sft["train"][0]
+text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+```
+
+With TRL, the columns are the ones its trainers read (`messages` + `tools` for SFT;
+`prompt`, `chosen`, `rejected` + `tools` for DPO):
+
+```python
+from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
+
+SFTTrainer(model=model_id, train_dataset=sft["train"], args=SFTConfig(output_dir="sft"))
+DPOTrainer(model=model_id, train_dataset=dpo["train"], args=DPOConfig(output_dir="dpo"))
+```
+'''
+
+_FORMAT = """Each message is `{role, content, reasoning_content, tool_calls, tool_call_id, name}`;
+keys a message does not use are null. Tool calls are OpenAI-shaped
+(`{id, type: "function", function: {name, arguments}}`). `arguments` and `tools` use Arrow's
+JSON type: `datasets` (4.8 or later) gives dicts and lists, other Parquet readers the JSON
+text. Thinking is never inside `content`; it is in `reasoning_content` when kept. The held-out
+split (`test`) is grouped by {group_by}, and groups whose rows are near-duplicates were
+merged first, so no near-duplicate sits on both sides.
+"""
+
+
+def dataset_card(manifest: RunManifest, tables: CorpusTables, *, licenses: Iterable[str] = (),
+                 hub_repo: str = "<user>/<dataset>") -> str:
+    """The whole ``README.md``: front matter, then provenance, counts, drops and usage."""
+    meta = card_metadata(manifest, tables, licenses)
+    prov = provenance(tables)
+    _, license_text = _license(prov["license_tier"], licenses)
+    group_by = tables.split.group_by if tables.split else "repository"
+    sizes = {"sft / train": len(tables.sft), "sft / test": len(tables.sft_holdout),
+             "dpo / train": len(tables.dpo), "dpo / test": len(tables.dpo_holdout)}
+    if tables.wm:
+        sizes["wm / train"] = len(tables.wm)
+    body = [
+        f"# {meta['pretty_name']}", "",
+        "Training data for coding agents made by swemill: execution-graded agent "
+        "trajectories (SFT) and preference pairs (DPO) over validated software tasks.", "",
+        f"- run: `{manifest.run_id}` (parent: `{manifest.parent_run_id or 'none'}`), "
+        f"schema version {manifest.schema_version}",
+        f"- source: `{manifest.source or 'not recorded'}`", "",
+        "## Contents", "", *_table(("config / split", "rows"), sizes, ordered=True),
+        "## License", "", license_text, "", *_table(("license tier", "rows"),
+                                                    prov["license_tier"]),
+        "## Provenance", "",
+        *_table(("repository", "rows"), prov["repo"]),
+        *_table(("strategy", "rows"), prov["strategy"]),
+        *_table(("policy", "rows"), prov["policy"]),
+        *_table(("source", "rows"), prov["source"]),
+        "## What is synthetic", "",
+        "Rows marked `synthetic` were produced by swemill's scripted policies (the oracle, "
+        "which applies the known fix through ordinary tool calls, and the noisy oracle); "
+        "they teach the tool protocol and the shape of a fix, not a model's reasoning.", "",
+        *_table(("kind", "rows"), prov["synthetic"]),
+        "## Drops", "", "Every row left out was counted with its reason:", "",
+        *_table(("stage: reason", "rows"), _drops(tables, manifest) or {"none": 0}),
+        "## Format", "", _FORMAT.replace("{group_by}", group_by),
+        "## Loading", "", _LOADING.replace("{repo}", hub_repo),
+    ]
+    front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{front}---\n\n" + "\n".join(body)
