@@ -1,9 +1,30 @@
-"""``swemill report`` (not built yet)."""
+"""``swemill report --run RUN_ID --out ROOT``: the run's self-contained HTML report."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from swemill.cli._common import emit_json
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the app. Nothing is registered until it is built."""
+    @app.command()
+    def report(
+        run: Annotated[str, typer.Option("--run", help="Run id to report on.")],
+        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
+        json_out: Annotated[bool, typer.Option("--json", help="Print where it went as JSON.")]
+        = False,
+    ) -> None:
+        """Write reports/run_id=RUN/index.html: yields, drops, grades, cost, timings, offline."""
+        from swemill.cli._common import console
+        from swemill.corpus.report import write_report
+        from swemill.store import Store
+
+        store = Store.open(out)
+        key = write_report(store, run)
+        if json_out:
+            emit_json({"run_id": run, "report": store.url_for(key)})
+        else:
+            console.print(f"report: {store.url_for(key)}")

@@ -35,7 +35,7 @@ from swemill.corpus.rows import dpo_row, prompt_messages, sft_row, tools_json, w
 from swemill.corpus.scrub import scrub, scrub_value
 from swemill.corpus.split import Split, SplitConfig, SplitItem, family_of, split
 
-__all__ = ["CorpusConfig", "CorpusTables", "assemble", "admit", "row_text"]
+__all__ = ["CorpusConfig", "CorpusTables", "assemble", "admit", "row_text", "empty_reason"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +219,12 @@ def _split_rows(run: _Run, sft: list[dict[str, Any]], dpo: list[dict[str, Any]],
     })
 
 
+def empty_reason(tables: CorpusTables) -> str:
+    drops = Counter(d.reason for d in tables.drops)
+    why = ", ".join(f"{r}={n}" for r, n in drops.most_common()) or "no input rows"
+    return f"the corpus is empty after filtering ({why})"
+
+
 def assemble(
     trajectories: Sequence[Trajectory],
     pairs: Sequence[PreferencePair] = (),
@@ -227,11 +233,14 @@ def assemble(
     goldens: Mapping[str, Golden] | None = None,
     config: CorpusConfig | None = None,
     dedup_index: NearDupIndex | None = None,
+    allow_empty: bool = False,
 ) -> CorpusTables:
     """Build the corpus rows. ``goldens`` arms the golden guard; ``dedup_index`` (from
     ``NearDupIndex.load(store, run_id)``) makes dedup cross-run — save it after writing.
 
     Raises :class:`CorpusError` when nothing is left: an empty dataset is never a success.
+    ``allow_empty`` returns the empty tables instead (their counts say why), for a caller
+    that records the counts before it fails.
     """
     tasks = tasks or {}
     run = _Run(config or CorpusConfig(), goldens or {}, dedup_index)
@@ -249,10 +258,8 @@ def assemble(
         if (row := run.dpo(pair, tasks.get(pair.task_id or ""))) is not None:
             dpo.append(row)
             run.count("corpus.dpo", "out")
-    if not sft and not dpo:
-        drops = Counter(d.reason for d in run.tables.drops)
-        why = ", ".join(f"{r}={n}" for r, n in drops.most_common()) or "no input rows"
-        raise CorpusError(f"the corpus is empty after filtering ({why})")
+    if not sft and not dpo and not allow_empty:
+        raise CorpusError(empty_reason(run.tables))
     _split_rows(run, sft, dpo, tasks)
     run.tables.counts["corpus.scrub"] = Counter(run.tables.scrubbed)
     return run.tables

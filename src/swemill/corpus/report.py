@@ -12,12 +12,19 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from swemill.core.records import RunManifest, Task, Trajectory
 from swemill.corpus.assemble import CorpusTables
 from swemill.corpus.svg import bar_chart, histogram_bins
+from swemill.store import Store
+from swemill.store.layout import report_key, run_prefix
 
-__all__ = ["ReportData", "report_data", "render_report"]
+__all__ = ["ReportData", "report_data", "render_report", "write_report"]
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(slots=True)
@@ -143,3 +150,24 @@ def render_report(d: ReportData) -> str:
         _kv_table([(f"{s}: {k}", v) for s, c in m.counts.items() for k, v in c.items()]),
         "</body></html>",
     ])
+
+
+def write_report(store: Store, run_id: str) -> str:
+    """Render the report of ``run_id`` from the store; returns its key."""
+    from swemill.corpus.stage import load_corpus_tables
+
+    manifest = store.read_manifest(run_id)  # no manifest: "no run <id>" (one clear error)
+    tasks = _optional(store, "tasks", run_id, Task)
+    trajs = _optional(store, "trajectories", run_id, Trajectory)
+    trajs += _optional(store, "traces", run_id, Trajectory)
+    tables = load_corpus_tables(store, run_id)
+    html = render_report(report_data(manifest, tables, tasks=tasks, trajectories=trajs))
+    key = report_key(run_id, "index.html")
+    store.write_text(key, html)
+    return key
+
+
+def _optional(store: Store, stage: str, run_id: str, model: type[M]) -> list[M]:
+    if not store.list_keys(run_prefix(stage, run_id)):
+        return []
+    return store.read_records(stage, run_id, model)
