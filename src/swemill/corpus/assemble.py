@@ -9,6 +9,7 @@ Nothing here touches the store: :func:`swemill.corpus.write.write_corpus` does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -28,7 +29,7 @@ from swemill.core.records import (
     ToolUseBlock,
     Trajectory,
 )
-from swemill.corpus.dedup import ExactDedup, NearDupIndex
+from swemill.corpus.dedup import NearDupIndex
 from swemill.corpus.filters import FilterChain
 from swemill.corpus.guard import GoldenGuard
 from swemill.corpus.rows import dpo_row, prompt_messages, sft_row, tools_json, wm_rows
@@ -139,7 +140,6 @@ class _Run:
         self.guards = {k: GoldenGuard.of(g) for k, g in goldens.items()}
         self.filters = FilterChain.from_ops(cfg.filters) if cfg.filters else FilterChain()
         self.index = index if index is not None else NearDupIndex()
-        self.exact_pairs = ExactDedup(lowercase=False)
         self.tools = tools_json()
 
     def count(self, stage: str, key: str) -> None:
@@ -187,10 +187,17 @@ class _Run:
             return self.drop("corpus.dpo", pair.pair_id, "golden_leak", detail)
         if row["chosen"] == row["rejected"]:
             return self.drop("corpus.dpo", pair.pair_id, "chosen_equals_rejected")
-        key = json.dumps([row["prompt"], row["chosen"], row["rejected"]], sort_keys=True)
-        if self.cfg.dedup and (first := self.exact_pairs.check_and_add(pair.pair_id, key)):
-            return self.drop("corpus.dpo", pair.pair_id, "exact_duplicate", first)
+        if self.cfg.dedup and (dup := self.index.check_and_add(pair.pair_id, _pair_digest(row))):
+            return self.drop("corpus.dpo", pair.pair_id, dup.reason, dup.row_id)
         return row
+
+
+def _pair_digest(row: dict[str, Any]) -> str:
+    """Pairs are deduplicated exactly, across runs too: their digest goes into the same index
+    as one opaque token, which can only match itself (pairs from one state share most text,
+    so near-matching them would drop real alternatives)."""
+    key = json.dumps([row["prompt"], row["chosen"], row["rejected"]], sort_keys=True)
+    return "dpo-" + hashlib.sha256(key.encode()).hexdigest()
 
 
 def _split_rows(run: _Run, sft: list[dict[str, Any]], dpo: list[dict[str, Any]],
