@@ -145,9 +145,12 @@ class _Run:
     def count(self, stage: str, key: str) -> None:
         self.tables.counts.setdefault(stage, Counter())[key] += 1
 
-    def drop(self, stage: str, item_id: str, reason: str, detail: str = "") -> None:
+    def drop(self, stage: str, item_id: str, reason: str, detail: str = ""
+             ) -> dict[str, Any] | None:
+        """Count and record a drop; returns None (no row), so callers ``return`` it."""
         self.count(stage, f"dropped_{reason}")
         self.tables.drops.append(Drop(stage=stage, reason=reason, item_id=item_id, detail=detail))
+        return None
 
     def leak(self, task_id: str | None, messages: list[dict[str, Any]]) -> str | None:
         guard = self.guards.get(task_id or "")

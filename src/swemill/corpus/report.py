@@ -72,11 +72,11 @@ def report_data(manifest: RunManifest, tables: CorpusTables | None = None, *,
         if proposed is not None:
             c["candidates"] = proposed
     data.yields = {k: dict(v) for k, v in sorted(yields.items())}
-    cost: Counter[str] = Counter()
+    cost: dict[str, float] = {}
     for traj in trajectories:
         if traj.outcome is not None:
             data.grades.append(traj.outcome.grade)
-        cost[traj.policy] += traj.usage.cost_usd
+        cost[traj.policy] = cost.get(traj.policy, 0.0) + traj.usage.cost_usd
     data.cost_by_policy = dict(cost)
     data.drops = _drops(counts)
     if not data.license_tiers:
@@ -144,7 +144,7 @@ def render_report(d: ReportData) -> str:
         else "<p class='muted'>no corpus yet</p>",
         "<h2>Yield per strategy</h2>", _yield_table(d.yields),
         "<h2>Charts</h2>", f"<div class='charts'>{charts}</div>",
-        "<h2>Drops</h2>", _kv_table(sorted(d.drops.items(), key=lambda kv: -kv[1]))
+        "<h2>Drops</h2>", _kv_table(d.drops.most_common())
         if d.drops else "<p class='muted'>nothing dropped</p>",
         "<h2>Counts per stage</h2>",
         _kv_table([(f"{s}: {k}", v) for s, c in m.counts.items() for k, v in c.items()]),
