@@ -18,17 +18,18 @@ needs_bwrap = pytest.mark.skipif(not usable()[0], reason=f"bwrap unusable: {usab
 
 
 def processes_matching(marker: str) -> list[int]:
-    """Host pids whose command line contains ``marker`` (our own marker, so other users'
-    processes never count)."""
+    """Host pids running exactly ``sleep <marker>`` (a marker of our own, so other users'
+    processes and shells that merely mention it never count)."""
+    wanted = b"sleep\0" + marker.encode() + b"\0"
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ")
+            cmdline = Path(entry.path, "cmdline").read_bytes()
         except OSError:
             continue
-        if marker.encode() in cmdline and int(entry.name) != os.getpid():
+        if cmdline == wanted or cmdline.endswith(b"/" + wanted):
             found.append(int(entry.name))
     return found
 

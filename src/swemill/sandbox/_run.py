@@ -24,7 +24,7 @@ from swemill.core.errors import SandboxError
 from swemill.sandbox.base import ExecResult, KilledReason, Limits
 from swemill.sandbox.cgroups import CommandCgroups, cgroup_support
 
-__all__ = ["Capture", "run_guarded"]
+__all__ = ["Capture", "guarded_argv", "open_cgroups", "run_guarded"]
 
 _CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031
@@ -96,7 +96,7 @@ def _uid_process_count() -> int:
     return count
 
 
-def _guarded_argv(argv: Sequence[str], limits: Limits, cg: CommandCgroups | None) -> list[str]:
+def guarded_argv(argv: Sequence[str], limits: Limits, cg: CommandCgroups | None) -> list[str]:
     """Wrap ``argv`` in a tiny shell that moves *itself* into the cgroups, sets the rlimits
     and execs the command (same pid). A shell rather than a Python ``preexec_fn``: forking a
     large Python process for a preexec hook costs ~15 ms, the shell under 1 ms."""
@@ -108,7 +108,7 @@ def _guarded_argv(argv: Sequence[str], limits: Limits, cg: CommandCgroups | None
     return ["/bin/sh", "-c", "\n".join(lines), "swemill-guard", *argv]
 
 
-def _open_cgroups(limits: Limits) -> CommandCgroups | None:
+def open_cgroups(limits: Limits) -> CommandCgroups | None:
     if limits.pids is None and limits.memory_mb is None:
         return None
     support = cgroup_support()
@@ -126,9 +126,9 @@ def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
                 stdin: bytes | None, limits: Limits, timeout: float) -> ExecResult:
     """Run ``argv`` under ``limits`` and return what it did (never raises for the command's
     own failures; raises :class:`SandboxError` when it cannot be started)."""
-    cg = _open_cgroups(limits)
+    cg = open_cgroups(limits)
     try:
-        guarded = _guarded_argv(argv, limits, cg)
+        guarded = guarded_argv(argv, limits, cg)
         start = time.perf_counter()
         try:
             proc = subprocess.Popen(

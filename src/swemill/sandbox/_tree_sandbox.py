@@ -9,6 +9,8 @@ from typing import Self
 
 from swemill.core.errors import SandboxError
 from swemill.sandbox._paths import read_in, write_in
+from swemill.sandbox._run import run_guarded
+from swemill.sandbox._spawn import Spawned, spawn_guarded
 from swemill.sandbox.base import Bind, ExecResult, Limits
 from swemill.sandbox.fork import PlainTree, Tree
 
@@ -66,9 +68,32 @@ class TreeSandbox:
             with self._lock:
                 self._active -= 1
 
+    def _command(self, cmd: Sequence[str] | str, cwd: str | None) -> tuple[list[str], str]:
+        """The host argv that runs ``cmd`` in this sandbox, and the host cwd to start it in."""
+        raise NotImplementedError
+
     def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
               cwd: str | None, stdin: bytes | None) -> ExecResult:
-        raise NotImplementedError
+        argv, where = self._command(cmd, cwd)
+        return run_guarded(argv, env=env, cwd=where, stdin=stdin, limits=self.limits,
+                           timeout=timeout)
+
+    def spawn(self, cmd: Sequence[str] | str, *, env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> Spawned:
+        """Start a long-lived ``cmd`` (pipes on stdin/stdout/stderr) under this sandbox's
+        isolation and limits, without a wall clock; ``Spawned.close()`` ends its whole tree.
+        The sandbox cannot be forked while it runs."""
+        self._check_open()
+        argv, where = self._command(cmd, cwd)
+        with self._lock:
+            self._active += 1
+        return spawn_guarded(argv, env={**BASE_ENV, **self.env, **(env or {})}, cwd=where,
+                             limits=self.limits, on_close=self._spawn_done)
+
+    def _spawn_done(self) -> None:
+        self._tree.touched()
+        with self._lock:
+            self._active -= 1
 
     def read_file(self, path: str) -> bytes:
         self._check_open()

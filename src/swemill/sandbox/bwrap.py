@@ -23,9 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from swemill.core.errors import SandboxError, SandboxUnavailable
-from swemill.sandbox._run import run_guarded
 from swemill.sandbox._tree_sandbox import TreeSandbox
-from swemill.sandbox.base import WORKSPACE, Bind, ExecResult, Limits
+from swemill.sandbox.base import WORKSPACE, Bind, Limits
 
 __all__ = ["BwrapSandbox", "bwrap_path", "usable"]
 
@@ -129,7 +128,5 @@ class BwrapSandbox(TreeSandbox):
         return [*self._static, "--bind", str(self._tree.path), WORKSPACE, "--chdir", where,
                 "--remount-ro", "/", "--", *inner]
 
-    def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
-              cwd: str | None, stdin: bytes | None) -> ExecResult:
-        return run_guarded(self.argv(cmd, cwd), env=env, cwd="/", stdin=stdin,
-                           limits=self.limits, timeout=timeout)
+    def _command(self, cmd: Sequence[str] | str, cwd: str | None) -> tuple[list[str], str]:
+        return self.argv(cmd, cwd), "/"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from swemill.core.errors import SandboxError, SandboxUnavailable
 from swemill.sandbox._run import run_guarded
+from swemill.sandbox._spawn import Spawned
 from swemill.sandbox._tree_sandbox import TreeSandbox
 from swemill.sandbox.base import WORKSPACE, Bind, ExecResult, Limits
 
@@ -117,3 +118,8 @@ class DockerSandbox(TreeSandbox):
         p = subprocess.run([self._docker, "inspect", "-f", "{{.State.OOMKilled}}", name],
                            capture_output=True, text=True, timeout=30)
         return p.stdout.strip() == "true"
+
+    def spawn(self, cmd: Sequence[str] | str, *, env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> Spawned:
+        raise SandboxError("long-lived processes (spawn) are not supported by the docker "
+                           "backend; use bwrap")

@@ -15,9 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from swemill.core.errors import SandboxError
-from swemill.sandbox._run import run_guarded
 from swemill.sandbox._tree_sandbox import TreeSandbox
-from swemill.sandbox.base import Bind, ExecResult, Limits
+from swemill.sandbox.base import Bind, Limits
 
 __all__ = ["LocalSandbox", "NOT_ISOLATED"]
 
@@ -45,11 +44,8 @@ class LocalSandbox(TreeSandbox):
     def workdir(self) -> str:  # type: ignore[override]
         return str(self._tree.path)
 
-    def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
-              cwd: str | None, stdin: bytes | None) -> ExecResult:
+    def _command(self, cmd: Sequence[str] | str, cwd: str | None) -> tuple[list[str], str]:
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if not argv:
             raise SandboxError("empty command")
-        where = self._tree.path if cwd is None else self._tree.path / cwd
-        return run_guarded(argv, env=env, cwd=str(where), stdin=stdin, limits=self.limits,
-                           timeout=timeout)
+        return argv, str(self._tree.path if cwd is None else self._tree.path / cwd)
