@@ -133,3 +133,20 @@ def test_fork_of_a_busy_view_snapshots_it(sandbox: Sandbox) -> None:
             assert child.read_file("state") == b"child later"
         finally:
             grandchild.close()
+
+
+def test_a_later_fork_sees_what_the_parent_wrote_since(sandbox: Sandbox) -> None:
+    """The parent's snapshot is reused only while the parent is unchanged."""
+    first = sandbox.fork()
+    assert sandbox.exec("echo v2 > README").ok
+    second = sandbox.fork()
+    sandbox.write_file("pkg/mod.py", "VALUE = 3\n")
+    third = sandbox.fork()
+    try:
+        assert first.read_file("README") == b"original\n"
+        assert second.read_file("README") == b"v2\n"
+        assert second.read_file("pkg/mod.py") == b"VALUE = 1\n"
+        assert third.read_file("pkg/mod.py") == b"VALUE = 3\n"
+    finally:
+        for f in (first, second, third):
+            f.close()

@@ -144,3 +144,17 @@ def test_file_size_limit(workspace: Path) -> None:
         r = sb.exec("exec head -c 5000000 /dev/zero > big", timeout=10)
         assert r.killed_reason == "file_size"
     assert (workspace / "big").stat().st_size <= 1 << 20
+
+
+def test_net_flag_shares_the_host_network(workspace: Path) -> None:
+    """The one deliberate opening (environment builds reaching a registry) really opens."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        with open_sandbox(workspace, backend="bwrap", limits=Limits(net=True)) as sb:
+            probe = f"import socket;socket.create_connection(('127.0.0.1',{port}),3);print('ok')"
+            assert sb.exec(["python3", "-c", probe], timeout=10).stdout == "ok\n"
+    finally:
+        server.close()
