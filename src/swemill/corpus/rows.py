@@ -20,6 +20,7 @@ Format decisions (the dataset card repeats them for users):
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -82,7 +83,15 @@ WM_SCHEMA = pa.schema([
 
 def tools_json(schemas: list[dict[str, Any]] | None = None) -> str:
     """The ``tools`` column: the tool algebra's JSON schemas as JSON text."""
-    return json.dumps(schemas if schemas is not None else tool_schemas(), ensure_ascii=False)
+    if schemas is None:
+        return _algebra_tools_json()
+    return json.dumps(schemas, ensure_ascii=False)
+
+
+@functools.cache
+def _algebra_tools_json() -> str:
+    # Generating the schemas costs ~3 ms; every row carries the same text.
+    return json.dumps(tool_schemas(), ensure_ascii=False)
 
 
 def _args_json(call: ToolCall) -> str:
