@@ -38,6 +38,7 @@ def _task(i: int) -> Task:
         snapshot="snap-1",
         solve_rate=None if i % 2 else 0.5,
         metadata={"depth": i, "nested": {"k": [1, 2, None]}},
+        created_at="2026-12-01T00:00:00+00:00",  # fixed: records built twice must compare equal
     )
 
 
@@ -55,6 +56,7 @@ def _trajectory(i: int) -> Trajectory:
         ],
         outcome=Outcome(grade=1.0, resolved=True, fail_to_pass={"a": "passed"}),
         flags=["none"],
+        created_at="2026-12-01T00:00:00+00:00",
     )
 
 
