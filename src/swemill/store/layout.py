@@ -30,6 +30,7 @@ __all__ = [
     "replay_input_key",
     "replay_output_key",
     "report_key",
+    "snapshot_key",
     "DEDUP_INDEX",
 ]
 
@@ -130,3 +131,11 @@ def replay_output_key(run_id: str, teacher: str, name: str) -> str:
 
 def report_key(run_id: str, name: str = "index.html") -> str:
     return f"reports/run_id={check_run_id(run_id)}/{_slug(name)}"
+
+
+def snapshot_key(run_id: str, instance_id: str) -> str:
+    """The scrubbed broken tree a task's sandbox starts from (``pack_tree`` bytes, ``.tar.gz``).
+
+    Policy-visible, like ``tasks/``: a snapshot holds the broken state only, never the fix.
+    """
+    return f"snapshots/run_id={check_run_id(run_id)}/{_slug(instance_id)}.tar.gz"
