@@ -21,6 +21,7 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
-# Heavy extras (ray, spark, probe) are installed by the features that need them, not here.
-EXTRAS=(--extra s3 --extra aws --extra openai --extra anthropic)
+# ray and spark (~80 MB wheel, ~456 MB sdist) are needed by the scale-out tests; probe is
+# installed by the feature that needs it, not here.
+EXTRAS=(--extra s3 --extra aws --extra openai --extra anthropic --extra ray --extra spark)
 uv sync --frozen "${EXTRAS[@]}" --group dev --quiet
