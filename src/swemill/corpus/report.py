@@ -159,7 +159,6 @@ def write_report(store: Store, run_id: str) -> str:
     manifest = store.read_manifest(run_id)  # no manifest: "no run <id>" (one clear error)
     tasks = _optional(store, "tasks", run_id, Task)
     trajs = _optional(store, "trajectories", run_id, Trajectory)
-    trajs += _optional(store, "traces", run_id, Trajectory)
     tables = load_corpus_tables(store, run_id)
     html = render_report(report_data(manifest, tables, tasks=tasks, trajectories=trajs))
     key = report_key(run_id, "index.html")

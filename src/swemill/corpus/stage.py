@@ -1,9 +1,10 @@
 """The corpus stage over a store: read a run's records, assemble, write, record.
 
-Reads ``trajectories/`` and ``traces/`` (Trajectory), ``pairs/`` (PreferencePair), ``tasks/``
-and ``golden/`` (the guard needs the golden patches; nothing golden is written back) of one
-run; writes ``corpus/*``, the run's near-dup signatures under ``index/dedup/``, the corpus
-counts into the run manifest and the dataset card as ``reports/run_id=<id>/README.md``.
+Reads ``trajectories/`` (Trajectory, imported sessions included; ``traces/`` holds per-turn
+states, not trajectories), ``pairs/`` (PreferencePair), ``tasks/`` and ``golden/`` (the
+guard needs the golden patches; nothing golden is written back) of one run; writes
+``corpus/*``, the run's near-dup signatures under ``index/dedup/``, the corpus counts into
+the run manifest and the dataset card as ``reports/run_id=<id>/README.md``.
 
 Rerunning is safe: the rows are a pure function of the inputs and of the *other* runs'
 dedup signatures, every write replaces its object atomically, and the card is written last,
@@ -52,7 +53,6 @@ def _optional(store: Store, stage: str, run_id: str, model: type[M]) -> list[M]:
 def read_inputs(store: Store, run_id: str) -> dict[str, Any]:
     """The run's trajectories, pairs, tasks and goldens (absent stages read as empty)."""
     trajs = _optional(store, "trajectories", run_id, Trajectory)
-    trajs += _optional(store, "traces", run_id, Trajectory)
     pairs = _optional(store, PAIRS_STAGE, run_id, PreferencePair)
     if not trajs and not pairs:
         raise CorpusError(f"run {run_id} in {store.url} has no trajectories, traces or pairs")
