@@ -1,9 +1,156 @@
-"""``swemill build`` (not built yet)."""
+"""``swemill build [SOURCE] --out ROOT``: the whole pipeline, from a source to SFT/DPO Parquet."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+from swemill.cli._common import emit_json
+
+if TYPE_CHECKING:
+    from swemill.pipeline import BuildConfig, BuildResult
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the app. Nothing is registered until it is built."""
+    @app.command()
+    def build(
+        source: Annotated[str | None, typer.Argument(
+            help="A directory, git URL, pypi:NAME==VER or 'sample' (default: the bundled "
+                 "sample repository, scripted policies, no network).")] = None,
+        out: Annotated[str, typer.Option(
+            "--out", help="Store root: a path or s3://bucket/prefix.")] = "",
+        policy: Annotated[list[str] | None, typer.Option(
+            "--policy", help="Policy spec, repeatable (default: oracle and noisy-oracle:0.5).")]
+        = None,
+        samples: Annotated[int | None, typer.Option(
+            "--samples", min=1, help="Rollouts per task and policy.")] = None,
+        max_tasks: Annotated[int | None, typer.Option(
+            "--max-tasks", min=1, help="Validated tasks to keep.")] = None,
+        workers: Annotated[int | None, typer.Option(
+            "--workers", min=1, help="Parallel workers (validation, rollouts).")] = None,
+        seed: Annotated[int | None, typer.Option("--seed", help="Seed of every random choice.")]
+        = None,
+        max_usd: Annotated[float | None, typer.Option(
+            "--max-usd", min=0.0, help="Dollar ceiling for the run's policy calls.")] = None,
+        emit: Annotated[list[str] | None, typer.Option(
+            "--emit", help="Extra tables: 'wm' for world-model tuples.")] = None,
+        resume: Annotated[bool, typer.Option(
+            "--resume", help="Continue the latest unfinished build under ROOT (or --run-id).")]
+        = False,
+        run_id: Annotated[str | None, typer.Option(
+            "--run-id", help="Run id: the one to resume, or the id a new build takes.")] = None,
+        parent: Annotated[str | None, typer.Option(
+            "--parent", help="Parent run id (lineage across generations).")] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
+        = False,
+    ) -> None:
+        """Gate -> env -> tasks -> rollouts -> corpus -> report, into one run under ROOT."""
+        from swemill.cli._common import fail
+        from swemill.pipeline import run_build
+
+        if not out:
+            fail("--out ROOT is required: a directory or s3://bucket/prefix")
+        extra = set(emit or ())
+        if extra - {"wm"}:
+            fail(f"unknown --emit {sorted(extra - {'wm'})}: the only extra table is 'wm'")
+        flags: dict[str, Any] = {
+            "policies": tuple(policy) if policy else None, "samples": samples,
+            "max_tasks": max_tasks, "workers": workers, "seed": seed, "max_usd": max_usd,
+            "emit_wm": True if extra else None}
+        given = {k: v for k, v in flags.items() if v is not None}
+        if resume and (fixed := sorted(set(given) - {"workers"})):
+            names = ", ".join("--" + k.replace("_", "-") for k in fixed)
+            fail(f"--resume continues a run under its recorded settings; drop {names}")
+        config = _config(given)
+        with _Display(enabled=not json_out) as display:
+            result = run_build(source, out, config, resume=resume, run_id=run_id, parent=parent,
+                               progress=display.event)
+        if json_out:
+            from swemill.pipeline.driver import describe
+
+            emit_json(describe(result))
+        else:
+            _print_summary(result)
+
+
+def _config(given: dict[str, Any]) -> BuildConfig:
+    from pydantic import ValidationError
+
+    from swemill.cli._common import fail
+    from swemill.pipeline import BuildConfig
+
+    try:
+        return BuildConfig(**given)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        fail(f"invalid setting {'.'.join(map(str, err['loc']))}: {err['msg']}")
+
+
+class _Display:
+    """Rich progress on stderr: one line per stage with its latest message and elapsed time."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.table import Column
+
+        from swemill.cli._common import console
+
+        self.enabled = enabled
+        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[stage]}",
+                                            table_column=Column(width=9, no_wrap=True)),
+                                 TextColumn("{task.description}",
+                                            table_column=Column(ratio=1, no_wrap=True)),
+                                 TimeElapsedColumn(),
+                                 console=console, transient=False, disable=not enabled)
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _Display:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)  # type: ignore[arg-type]
+
+    def event(self, e: Any) -> None:
+        if not self.enabled:
+            return
+        p = self.progress
+        if e.stage not in self.tasks:
+            self.tasks[e.stage] = p.add_task(e.message, stage=e.stage, total=1)
+        task = self.tasks[e.stage]
+        if e.kind == "update":
+            p.update(task, description=e.message[:100])
+        elif e.kind == "skip":
+            p.update(task, description="[dim]done by an earlier attempt", completed=1)
+        elif e.kind == "done":
+            summary = ", ".join(f"{k} {v}" for k, v in e.summary.items())
+            p.update(task, description=f"[green]done[/] {summary}", completed=1)
+        elif e.kind == "fail":
+            p.update(task, description=f"[red]failed[/] {e.message[:100]}")
+            p.stop_task(task)
+
+
+def _print_summary(result: BuildResult) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    m = result.manifest
+    where = result.locations()
+    rows = result.rows
+    table = Table(title=f"swemill build: run {result.run_id} ({m.status})", show_header=False)
+    table.add_row("SFT Parquet", f"{where['sft']}  ({rows['sft_train']} rows)")
+    table.add_row("DPO Parquet", f"{where['dpo']}  ({rows['dpo_train']} rows)")
+    table.add_row("held out", f"{where['holdout']}  ({rows['sft_holdout']} SFT, "
+                              f"{rows['dpo_holdout']} DPO rows)")
+    table.add_row("dataset card", where["card"])
+    table.add_row("report", where["report"])
+    table.add_row("manifest", where["manifest"])
+    table.add_row("cost", f"${m.cost_usd:.4f}")
+    table.add_row("time", ", ".join(f"{k} {v:.1f}s" for k, v in m.timings_s.items()))
+    if result.skipped:
+        table.add_row("resumed", "skipped (already finished): " + ", ".join(result.skipped))
+    out = Console()
+    out.print(table)
+    out.print(f'load: datasets.load_dataset("parquet", data_files="{where["sft"]}/*.parquet")',
+              highlight=False, markup=False, soft_wrap=True)

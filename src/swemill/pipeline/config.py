@@ -1,0 +1,76 @@
+"""The one config object of ``swemill build``: CLI flags resolve to it, the manifest keeps it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from swemill.core.errors import ConfigError
+
+__all__ = ["BuildConfig", "DEFAULT_POLICIES", "SAMPLE_SOURCE"]
+
+SAMPLE_SOURCE = "sample"
+DEFAULT_POLICIES = ("oracle", "noisy-oracle:0.5")
+"""The scripted pair: the oracle's solved runs feed SFT, the noisy oracle's wrong fixes give
+the rejected side of execution-graded DPO pairs. No network, no key."""
+
+# Settings that change where or how fast work runs, never what it produces.
+_NOT_HASHED = frozenset({"workers"})
+
+
+class BuildConfig(BaseModel):
+    """Everything a build's output depends on (and ``workers``, which it does not)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policies: tuple[str, ...] = DEFAULT_POLICIES
+    """Policy specs for the rollouts (``oracle``, ``noisy-oracle:P``, ``openai:MODEL``...)."""
+    samples: int = Field(default=2, ge=1)
+    """Rollouts per task and policy (several samples give the preference pairs)."""
+    max_tasks: int | None = Field(default=4, ge=1)
+    """Validated tasks to keep from the source; None keeps every one."""
+    strategies: tuple[str, ...] | None = None
+    """Synthesis strategies; None uses the tasks stage's defaults."""
+    workers: int = Field(default=2, ge=1)
+    """Parallel workers for validation and rollouts."""
+    seed: int = 0
+    """Seed of synthesis, noisy policies and the held-out split."""
+    max_usd: float | None = Field(default=None, ge=0.0)
+    """Dollar ceiling for the whole run's policy calls; None means no ceiling."""
+    backend: Literal["auto", "bwrap", "local"] = "auto"
+    """Sandbox backend for the baseline, validation and rollouts."""
+    holdout: float = Field(default=0.1, ge=0.0, lt=1.0)
+    """Share of rows held out (whole groups), for the corpus split."""
+    emit_wm: bool = False
+    """Also write world-model tuples to ``corpus/wm/``."""
+    allow_contaminated: bool = False
+    """Let a benchmark's repository through the gate (the verdict still says it is one)."""
+
+    @field_validator("policies")
+    @classmethod
+    def _some_policy(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value or any(not p.strip() for p in value):
+            raise ValueError("at least one non-empty policy spec is needed")
+        return value
+
+    def resolved(self) -> dict[str, Any]:
+        """The config as written into the manifest (JSON types only)."""
+        return self.model_dump(mode="json")
+
+    def hash(self) -> str:
+        """``sha256:`` of the settings the output depends on (``workers`` left out)."""
+        data = {k: v for k, v in self.resolved().items() if k not in _NOT_HASHED}
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_manifest(cls, data: dict[str, Any]) -> BuildConfig:
+        """The config a run was started with (what ``--resume`` continues under)."""
+        try:
+            return cls.model_validate(data)
+        except ValueError as exc:
+            first = str(exc).splitlines()[0]
+            raise ConfigError(f"the run's recorded build config cannot be read: {first}") from exc

@@ -1,0 +1,216 @@
+"""The local driver of ``swemill build``: run :data:`STAGES` in order over one store root.
+
+A build is one run id. Its manifest is written before any stage starts (status ``running``),
+each stage is marked ``running`` then ``complete`` in it, and the run ends ``complete`` or
+``failed`` (with the error's first line). ``resume=True`` continues the latest unfinished
+build under the root (or ``run_id``) under its recorded source and config: stages already
+complete are skipped, the others run with ``resume=True`` and skip their finished shards.
+A SIGKILL leaves the manifest at ``running``; that is what resume looks for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from swemill.core.errors import ConfigError, StoreError, SwemillError
+from swemill.core.records import RunManifest, utcnow
+from swemill.pipeline import manifest as mf
+from swemill.pipeline.config import SAMPLE_SOURCE, BuildConfig
+from swemill.pipeline.stages import STAGES, Stage, StageContext
+from swemill.store import Store, new_run_id
+from swemill.store.layout import check_run_id, manifest_key, report_key
+
+__all__ = ["BuildEvent", "BuildResult", "run_build", "latest_unfinished", "COMMAND"]
+
+COMMAND = "build"
+
+
+@dataclass(frozen=True, slots=True)
+class BuildEvent:
+    """What the driver tells a progress display; ``kind`` says what happened to ``stage``."""
+
+    stage: str
+    kind: Literal["start", "update", "done", "skip", "fail"]
+    message: str = ""
+    summary: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+Progress = Callable[[BuildEvent], None]
+
+
+@dataclass(slots=True)
+class BuildResult:
+    run_id: str
+    store: Store
+    manifest: RunManifest
+    resumed: bool
+    skipped: list[str] = field(default_factory=list)
+    """Stages not run again because an earlier attempt finished them."""
+    summaries: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> dict[str, int]:
+        split = self.manifest.counts.get("corpus.split", {})
+        return {k: split.get(k, 0) for k in ("sft_train", "sft_holdout", "dpo_train",
+                                             "dpo_holdout")}
+
+    def locations(self) -> dict[str, str]:
+        """URLs of what the build wrote: the Parquet folders, card, report and manifest."""
+        url = self.store.url_for
+        run = f"run_id={self.run_id}"
+        return {"sft": url(f"corpus/sft/{run}"), "dpo": url(f"corpus/dpo/{run}"),
+                "holdout": url(f"corpus/holdout/{run}"),
+                "card": url(report_key(self.run_id, "README.md")),
+                "report": url(report_key(self.run_id, "index.html")),
+                "manifest": url(manifest_key(self.run_id))}
+
+
+def latest_unfinished(store: Store) -> str:
+    """The newest build under the root that did not complete (run ids sort by time)."""
+    for run_id in reversed(store.list_runs("manifests")):
+        m = store.read_manifest(run_id)
+        if m.command == COMMAND and m.status != "complete":
+            return run_id
+    raise StoreError(f"no unfinished build to resume under {store.url}")
+
+
+def _start(store: Store, source: str, config: BuildConfig, run_id: str | None,
+           parent: str | None) -> RunManifest:
+    run_id = check_run_id(run_id) if run_id else new_run_id()
+    if store.exists(manifest_key(run_id)):
+        raise StoreError(f"run {run_id} already exists in {store.url}; use --resume to continue")
+    if parent is not None and not store.exists(manifest_key(check_run_id(parent))):
+        raise StoreError(f"no parent run {parent} in {store.url}")
+    manifest = RunManifest(run_id=run_id, parent_run_id=parent, command=COMMAND, source=source,
+                           config=config.resolved(), config_hash=config.hash(),
+                           policies=list(config.policies))
+    manifest.metadata[mf.BUILD_KEY] = {"stages": {}}
+    store.write_manifest(manifest)
+    return manifest
+
+
+def _resumed(store: Store, source: str | None, run_id: str | None,
+             workers: int | None) -> tuple[RunManifest, BuildConfig]:
+    run_id = check_run_id(run_id) if run_id else latest_unfinished(store)
+    manifest = store.read_manifest(run_id)  # unknown id: "no run <id> in <root>"
+    if manifest.command != COMMAND:
+        raise ConfigError(f"run {run_id} was made by 'swemill {manifest.command}', not by a build")
+    if source is not None and source != manifest.source:
+        raise ConfigError(f"run {run_id} builds {manifest.source!r}, not {source!r}")
+    config = BuildConfig.from_manifest(manifest.config)
+    if workers is not None:
+        config = config.model_copy(update={"workers": workers})
+    return manifest, config
+
+
+def run_build(source: str | None, out: str, config: BuildConfig | None = None, *,
+              resume: bool = False, run_id: str | None = None, parent: str | None = None,
+              progress: Progress | None = None, store: Store | None = None) -> BuildResult:
+    """Run the whole build over ``out`` (a path or ``s3://`` URL); see the module docstring.
+
+    With ``resume`` the run's recorded config is used and ``config`` may only change
+    ``workers``. Any :class:`SwemillError` marks the run ``failed`` and is raised again.
+    """
+    store = store or Store.open(out)
+    tell = progress or (lambda _e: None)
+    if resume:
+        manifest, config = _resumed(store, source, run_id,
+                                    config.workers if config is not None else None)
+    else:
+        config = config or BuildConfig()
+        manifest = _start(store, source or SAMPLE_SOURCE, config, run_id, parent)
+    result = BuildResult(manifest.run_id, store, manifest, resumed=resume)
+    if resume and manifest.status == "complete":
+        result.skipped = [s.name for s in STAGES]
+        return result
+    _mark_running(store, manifest.run_id)
+    ctx = StageContext(store, manifest.run_id, manifest.source or SAMPLE_SOURCE, config,
+                       resume=resume)
+    done = mf.stage_states(manifest)
+    for stage in STAGES:
+        if done.get(stage.name) == "complete":
+            result.skipped.append(stage.name)
+            tell(BuildEvent(stage.name, "skip", "finished by an earlier attempt"))
+            continue
+        result.summaries[stage.name] = _run_stage(stage, ctx, tell)
+    result.manifest = _finish(store, manifest.run_id)
+    return result
+
+
+def _mark_running(store: Store, run_id: str) -> None:
+    def change(m: RunManifest) -> None:
+        m.status = "running"
+        m.finished_at = None
+        mf.clear_error(m)
+
+    mf.update_manifest(store, run_id, change)
+
+
+def _run_stage(stage: Stage, ctx: StageContext, tell: Progress) -> dict[str, int]:
+    store, run_id = ctx.store, ctx.run_id
+    mf.update_manifest(store, run_id, lambda m: mf.set_stage_state(m, stage.name, "running"))
+    tell(BuildEvent(stage.name, "start", stage.doc))
+    ctx.say = lambda msg: tell(BuildEvent(stage.name, "update", msg))
+    t0 = time.monotonic()
+    try:
+        summary = stage.function()(ctx)
+    except BaseException as exc:  # record any stop (error, Ctrl-C) before it propagates
+        seconds = time.monotonic() - t0
+        message = _first_line(exc)
+        _fail(store, run_id, stage.name, message, seconds)
+        tell(BuildEvent(stage.name, "fail", message, seconds=seconds))
+        raise
+    seconds = round(time.monotonic() - t0, 3)
+
+    def change(m: RunManifest) -> None:
+        mf.set_stage_state(m, stage.name, "complete")
+        m.timings_s[stage.name] = seconds
+
+    mf.update_manifest(store, run_id, change)
+    tell(BuildEvent(stage.name, "done", summary=summary, seconds=seconds))
+    return summary
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    if isinstance(exc, SwemillError) and lines:
+        return lines[0]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _fail(store: Store, run_id: str, stage: str, message: str, seconds: float) -> None:
+    def change(m: RunManifest) -> None:
+        mf.set_stage_state(m, stage, "failed")
+        mf.set_error(m, stage, message)
+        m.timings_s[stage] = round(seconds, 3)
+        m.status = "failed"
+        m.finished_at = utcnow()
+
+    with contextlib.suppress(SwemillError):  # the store may be what failed: its error wins
+        mf.update_manifest(store, run_id, change)
+
+
+def _finish(store: Store, run_id: str) -> RunManifest:
+    from swemill.corpus.report import write_report
+
+    def change(m: RunManifest) -> None:
+        m.status = "complete"
+        m.finished_at = utcnow()
+
+    manifest = mf.update_manifest(store, run_id, change)
+    write_report(store, run_id)  # again, so the report shows the final status and timings
+    return manifest
+
+
+def describe(result: BuildResult) -> dict[str, Any]:
+    """The build's outcome as JSON data (what ``swemill build --json`` prints)."""
+    m = result.manifest
+    return {"run_id": result.run_id, "status": m.status, "resumed": result.resumed,
+            "skipped_stages": result.skipped, "rows": result.rows, "locations": result.locations(),
+            "counts": m.counts, "timings_s": m.timings_s, "cost_usd": m.cost_usd,
+            "parent_run_id": m.parent_run_id, "config_hash": m.config_hash}

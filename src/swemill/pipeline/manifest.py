@@ -1,0 +1,58 @@
+"""Read-modify-write of a run's manifest, and the build's bookkeeping inside it.
+
+Stages (``run_tasks``, ``run_rollouts``, ``run_corpus``) write their own counts into the same
+manifest, so the driver never keeps a copy across a stage: every change re-reads the manifest,
+applies one function and writes it back whole (one object, atomically).
+
+The build's own state sits in ``manifest.metadata["build"]``::
+
+    {"stages": {"gate": "complete", "env": "complete", "tasks": "running"},
+     "error": "...first line of the error that stopped it...", "error_stage": "tasks"}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from swemill.core.records import RunManifest
+from swemill.store import Store
+
+__all__ = ["update_manifest", "stage_states", "set_stage_state", "StageState", "BUILD_KEY"]
+
+BUILD_KEY = "build"
+StageState = Literal["running", "complete", "failed"]
+
+
+def update_manifest(store: Store, run_id: str, change: Callable[[RunManifest], None]
+                    ) -> RunManifest:
+    manifest = store.read_manifest(run_id)
+    change(manifest)
+    store.write_manifest(manifest)
+    return manifest
+
+
+def _build(manifest: RunManifest) -> dict[str, Any]:
+    block = manifest.metadata.setdefault(BUILD_KEY, {})
+    block.setdefault("stages", {})
+    return block  # type: ignore[no-any-return]
+
+
+def stage_states(manifest: RunManifest) -> dict[str, str]:
+    return dict(manifest.metadata.get(BUILD_KEY, {}).get("stages", {}))
+
+
+def set_stage_state(manifest: RunManifest, stage: str, state: StageState) -> None:
+    _build(manifest)["stages"][stage] = state
+
+
+def set_error(manifest: RunManifest, stage: str | None, message: str) -> None:
+    block = _build(manifest)
+    block["error"] = message
+    block["error_stage"] = stage
+
+
+def clear_error(manifest: RunManifest) -> None:
+    block = _build(manifest)
+    block.pop("error", None)
+    block.pop("error_stage", None)
