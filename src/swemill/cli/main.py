@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from swemill.cli import (
+    aws_cmd,
     build_cmd,
     corpus_cmd,
     doctor_cmd,
@@ -45,6 +46,7 @@ for _module in (
     corpus_cmd,
     build_cmd,
     report_cmd,
+    aws_cmd,
 ):
     _module.register(app)
 
