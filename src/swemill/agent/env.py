@@ -1,0 +1,244 @@
+"""TaskEnv: the feature-deletion environment a policy works in.
+
+``reset(task)`` unpacks the task's scrubbed broken snapshot twice into a private directory:
+once as the policy's workspace (opened as a sandbox with the repository's prebuilt, read-only
+environment) and once as the *pristine* copy, which is never mounted anywhere. ``step(call)``
+carries out one canonical tool call; ``submit()`` grades:
+
+1. the change set is read on the host (workspace against pristine, links never followed);
+2. the grading runs in a ``fork()`` of the workspace, so the policy's own tree is untouched;
+   there every test file and piece of test configuration is put back from the pristine copy
+   (edited tests restored, deleted ones brought back, added ``conftest.py``/``.pth`` removed);
+3. FAIL_TO_PASS + PASS_TO_PASS run with the repository's pytest and swemill's reporter, the
+   report cross-checked against the exit code; :func:`~swemill.agent.grading.grade_run` judges.
+
+Nothing golden is ever here: the snapshot is the broken tree, and oracles read the golden
+patch in the host process that drives them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swemill.agent import actions
+from swemill.agent.actions import Observation
+from swemill.agent.grading import RegressionPolicy, RewardWeights, grade_run
+from swemill.agent.lint import lint_introduced
+from swemill.agent.tree import Changes, restore_tests, tree_changes
+from swemill.core.errors import EnvBuildError, SandboxError, SwemillError, TestRunError
+from swemill.core.records import Outcome, Task
+from swemill.core.tools import ToolCall, validate_call
+from swemill.repo.envbuild import RepoEnv
+from swemill.sandbox import Sandbox, open_sandbox
+from swemill.store import Store
+from swemill.testing.runner import run_tests
+from swemill.validate.snapshot import unpack_tree
+
+__all__ = ["EnvConfig", "EnvResolver", "TaskEnv", "Observation"]
+
+
+@dataclass(slots=True)
+class EnvConfig:
+    backend: str = "auto"
+    """Sandbox backend: ``auto`` (bwrap when usable), ``bwrap``, ``docker``, ``local``."""
+    command_timeout_s: float = 120.0
+    """Wall-clock limit of one ``bash`` or ``search`` call."""
+    test_timeout_s: float = 900.0
+    """Wall-clock limit of one test run (the policy's ``run_tests`` and the grading run)."""
+    max_output_chars: int = 20_000
+    """Longer observations keep their head and tail."""
+    regression: RegressionPolicy = "zero"
+    weights: RewardWeights = field(default_factory=RewardWeights)
+    lint: bool = True
+    """Count the lint findings a change introduces (ruff on the host)."""
+    cache: Path | None = None
+    """swemill's cache (sources and environments); None: ``$SWEMILL_CACHE`` or the default."""
+
+
+class EnvResolver:
+    """``task.metadata["source"]`` -> the repository's built environment, once per source."""
+
+    def __init__(self, cache: Path | None = None) -> None:
+        self.cache = cache
+        self._envs: dict[str, RepoEnv] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, task: Task) -> RepoEnv:
+        from swemill.repo.envbuild import build_env
+        from swemill.repo.sources import resolve_source
+
+        source = str(task.metadata.get("source") or "")
+        if not source:
+            raise EnvBuildError(f"task {task.instance_id} names no source (metadata.source); "
+                                "its environment cannot be built")
+        with self._lock:
+            env = self._envs.get(source)
+            if env is None:
+                try:
+                    env = build_env(resolve_source(source, cache=self.cache), cache=self.cache)
+                except SwemillError as exc:
+                    raise EnvBuildError(f"task {task.instance_id}: environment of {source!r} "
+                                        f"cannot be built: {exc}") from exc
+                self._envs[source] = env
+        return env
+
+
+class TaskEnv:
+    """One task's workspace in a sandbox; see the module docstring."""
+
+    def __init__(self, config: EnvConfig | None = None, *, store: Store | None = None,
+                 resolver: EnvResolver | None = None) -> None:
+        self.config = config or EnvConfig()
+        self.store = store.policy_view() if store is not None else None
+        self.resolver = resolver or EnvResolver(self.config.cache)
+        self.task: Task | None = None
+        self.repo_env: RepoEnv | None = None
+        self._sb: Sandbox | None = None
+        self._tmp: Path | None = None
+        self._pristine: Path | None = None
+        self._forks: list[TaskEnv] = []
+        self.done = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def reset(self, task: Task, snapshot: bytes | None = None) -> None:
+        """Open a fresh workspace for ``task`` (from ``snapshot`` bytes or the store's copy)."""
+        self.close()
+        if snapshot is None:
+            if self.store is None:
+                raise EnvBuildError(f"task {task.instance_id}: no store to read its snapshot from")
+            try:
+                snapshot = self.store.get_bytes(task.snapshot)
+            except SwemillError as exc:
+                raise EnvBuildError(f"task {task.instance_id}: snapshot unreadable: {exc}") \
+                    from exc
+        repo_env = self.resolver(task)
+        tmp = Path(tempfile.mkdtemp(prefix="swemill-task-"))
+        try:
+            unpack_tree(snapshot, tmp / "pristine")
+            unpack_tree(snapshot, tmp / "ws")
+            self._sb = open_sandbox(tmp / "ws", backend=self.config.backend,
+                                    binds=repo_env.binds())
+        except SwemillError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise EnvBuildError(f"task {task.instance_id}: workspace cannot be built: {exc}") \
+                from exc
+        self.task, self.repo_env, self._tmp, self._pristine = task, repo_env, tmp, tmp / "pristine"
+        self.done = False
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sb is None:
+            raise SandboxError("the task environment is not reset (call reset(task) first)")
+        return self._sb
+
+    @property
+    def workdir(self) -> str:
+        return self.sandbox.workdir
+
+    def fork(self) -> TaskEnv:
+        """A copy-on-write copy of this environment in its current state (for sampling)."""
+        child = TaskEnv(self.config, resolver=self.resolver)
+        child.task, child.repo_env, child._pristine = self.task, self.repo_env, self._pristine
+        child._sb = self.sandbox.fork()
+        child.done = self.done
+        self._forks.append(child)
+        return child
+
+    def close(self) -> None:
+        for child in self._forks:
+            child.close()
+        self._forks.clear()
+        if self._sb is not None:
+            self._sb.close()
+            self._sb = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> TaskEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- acting -----------------------------------------------------------------------------
+
+    def _run_env(self) -> dict[str, str]:
+        assert self.repo_env is not None
+        return self.repo_env.run_env(self.sandbox.workdir)
+
+    def step(self, call: ToolCall) -> Observation:
+        """Carry out one call. Invalid calls and refused paths are error observations."""
+        problems = validate_call(call)
+        if problems:
+            return Observation("invalid tool call: " + "; ".join(problems), is_error=True)
+        sb, cfg, a = self.sandbox, self.config, call.args
+        limit = cfg.max_output_chars
+        try:
+            if call.name == "bash":
+                return actions.bash(sb, a["command"], env=self._run_env(),
+                                    timeout=cfg.command_timeout_s, limit=limit)
+            if call.name == "read":
+                return actions.read(sb, a["path"], a.get("start_line"), a.get("end_line"),
+                                    limit=limit)
+            if call.name == "write":
+                return actions.write(sb, a["path"], a["content"])
+            if call.name == "edit":
+                return actions.edit(sb, a["path"], a["old_str"], a["new_str"],
+                                    bool(a.get("replace_all", False)))
+            if call.name == "search":
+                return actions.search(sb, a["pattern"], a.get("path"), a.get("glob"),
+                                      env=self._run_env(), timeout=cfg.command_timeout_s,
+                                      limit=limit)
+            if call.name == "run_tests":
+                return self._run_tests(a.get("tests"))
+            self.done = True
+            return Observation("submitted; the workspace will be graded", done=True)
+        except (SandboxError, TestRunError, UnicodeDecodeError, FileNotFoundError) as exc:
+            return Observation(f"{call.name} failed: {exc}", is_error=True)
+
+    def _run_tests(self, tests: list[str] | None) -> Observation:
+        task = self.task
+        assert task is not None and self.repo_env is not None
+        ids = tests or [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+        report = run_tests(self.sandbox, self.repo_env, ids, timeout=self.config.test_timeout_s)
+        if not report.trustworthy:
+            return Observation(f"the test run cannot be trusted: {report.problem}", is_error=True)
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(report.counts().items()))
+        bad = [f"{report.status(t).upper()} {t}: {report.results[t].message}"
+               for t in ids if t in report.results and report.status(t) != "passed"]
+        text = "\n".join([f"{len(ids)} tests: {counts}", *bad])
+        return Observation(actions.clip(text, self.config.max_output_chars))
+
+    # -- grading ----------------------------------------------------------------------------
+
+    def changes(self) -> Changes:
+        """The policy's change set so far (host side, against the pristine snapshot)."""
+        assert self._pristine is not None
+        return tree_changes(self._pristine, self.sandbox.workspace)
+
+    def submit(self, *, turns: int = 0, tokens: int = 0) -> tuple[Outcome, Changes]:
+        """Grade the workspace as it is now (see the module docstring)."""
+        task, repo_env, pristine = self.task, self.repo_env, self._pristine
+        if task is None or repo_env is None or pristine is None:
+            raise SandboxError("the task environment is not reset (call reset(task) first)")
+        changes = self.changes()
+        lint = (lint_introduced(pristine, self.sandbox.workspace, changes.paths)
+                if self.config.lint else None)
+        signals: dict[str, float] = {"diff_lines": float(changes.lines),
+                                     "diff_files": float(len(changes.paths)),
+                                     "turns": float(turns), "tokens": float(tokens)}
+        if lint is not None:
+            signals["lint_new"] = float(lint)
+        with self.sandbox.fork() as graded:
+            restored = restore_tests(graded.workspace, pristine)
+            report = run_tests(graded, repo_env, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS],
+                               timeout=self.config.test_timeout_s)
+        outcome = grade_run(task, report, restored=restored, regression=self.config.regression,
+                            signals=signals, weights=self.config.weights)
+        return outcome, changes
