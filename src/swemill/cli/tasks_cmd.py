@@ -1,9 +1,155 @@
-"""``swemill tasks`` (not built yet)."""
+"""``swemill tasks SOURCE --out ROOT``: validated SWE tasks from a repository.
+
+``swemill tasks export --out ROOT --run RUN_ID --format swebench`` writes a run's tasks as
+SWE-bench JSONL instead (one command: ``export`` in the SOURCE position selects it).
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from swemill.cli._common import emit_json, fail
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the app. Nothing is registered until it is built."""
+    @app.command()
+    def tasks(
+        source: Annotated[str, typer.Argument(
+            help="A directory, git URL, pypi:NAME==VER or sample; or 'export' to export a run.")],
+        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
+        strategies: Annotated[str, typer.Option(
+            "--strategies", help="Comma-separated: procedural, pr-mirror, combine, rows.")]
+        = "procedural,pr-mirror,combine",
+        rows: Annotated[Path | None, typer.Option(
+            "--rows", help="SWE-bench / SWE-smith rows (JSON, JSONL or Parquet) for 'rows'.")]
+        = None,
+        max_tasks: Annotated[int, typer.Option(
+            "--max-tasks", min=1, help="Tasks to write in all, shared between strategies.")] = 20,
+        workers: Annotated[int | None, typer.Option(
+            "--workers", min=1, help="Parallel validation workers (default: CPU count).")]
+        = None,
+        seed: Annotated[int, typer.Option("--seed", help="Same seed, same tasks.")] = 0,
+        audit: Annotated[int, typer.Option(
+            "--audit", min=0, help="Re-run the full suite cold on K accepted tasks; any "
+            "disagreement fails the run.")] = 0,
+        run_id: Annotated[str | None, typer.Option(
+            "--run-id", help="Run id (default: a new time-sorted id).")] = None,
+        resume: Annotated[bool, typer.Option(
+            "--resume", help="Skip strategies whose shards are already complete.")] = False,
+        allow_contaminated: Annotated[bool, typer.Option(
+            "--allow-contaminated", help="Let an evaluation benchmark's repository through.")]
+        = False,
+        backend: Annotated[str, typer.Option(
+            "--backend", help="Sandbox backend: auto, bwrap, local.")] = "auto",
+        run: Annotated[str | None, typer.Option(
+            "--run", help="export: the run whose tasks to export.")] = None,
+        fmt: Annotated[str, typer.Option("--format", help="export: only 'swebench'.")]
+        = "swebench",
+        dest: Annotated[Path | None, typer.Option(
+            "--dest", help="export: JSONL file to write (default: stdout).")] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
+        = False,
+    ) -> None:
+        """Generate candidate bugs in SOURCE, validate them with the four gates, write tasks.
+
+        Policy-visible rows go to tasks/run_id=<id>/ (plus scrubbed snapshots under
+        snapshots/), everything that reveals the fix to golden/run_id=<id>/.
+        """
+        from swemill.store import Store
+
+        if source == "export":
+            if run is None:
+                fail("export needs --run RUN_ID")
+            _export(Store.open(out, check=False), run, fmt, dest)
+            return
+        summary = _run(source, Store.open(out), _config(
+            strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend),
+            run_id, resume, quiet=json_out)
+        if json_out:
+            emit_json(summary)
+        else:
+            _print(summary)
+        if not summary["tasks"]:
+            raise typer.Exit(1)
+
+
+def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
+            audit: int, allow_contaminated: bool, backend: str) -> Any:
+    from pydantic import ValidationError as PydanticError
+
+    from swemill.validate.config import TasksConfig
+
+    opts: dict[str, Any] = {
+        "strategies": [s for s in strategies.split(",") if s.strip()], "rows": rows,
+        "max_tasks": max_tasks, "seed": seed, "audit": audit,
+        "allow_contaminated": allow_contaminated, "backend": backend,
+    }
+    if workers is not None:
+        opts["workers"] = workers
+    if rows is not None and "rows" not in opts["strategies"]:
+        opts["strategies"].append("rows")
+    try:
+        return TasksConfig(**opts).check()
+    except PydanticError as exc:
+        fail(str(exc.errors()[0]["msg"]))
+
+
+def _run(source: str, store: Any, config: Any, run_id: str | None, resume: bool,
+         quiet: bool) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from swemill.cli._common import console
+    from swemill.store import new_run_id
+    from swemill.validate.validator import run_tasks
+
+    rid = run_id or new_run_id()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=console, transient=True, disable=quiet) as bar:
+        task = bar.add_task("starting", total=None)
+
+        def progress(label: str, done: int, total: int) -> None:
+            bar.update(task, description=label, completed=done, total=total or None)
+
+        result = run_tasks(source, store, rid, config, resume=resume, progress=progress)
+    return result.to_dict()  # type: ignore[no-any-return]
+
+
+def _print(s: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Console()
+    out.print(f"run {s['run_id']}: {s['tasks']} task(s) from {s['candidates']} candidate(s) "
+              f"of {s['repo']} ({s['license_tier']})", highlight=False)
+    table = Table("strategy", "candidates", "valid", "written", "yield", "drops / note")
+    for name, y in s["yields"].items():
+        drops = ", ".join(f"{k} {v}" for k, v in sorted(y["drops"].items()))
+        table.add_row(name, str(y["candidates"]), str(y["valid"]), str(y["tasks"]),
+                      f"{100 * y['yield']:.0f}%", drops or (y["note"] or ""))
+    out.print(table)
+    t = s["timings_s"]
+    out.print(f"setup {t.get('setup', 0):.1f} s, validation {t.get('validate', 0):.1f} s "
+              f"({s['cpu_s']:.1f} CPU s), audited {s['audited']}", highlight=False)
+
+
+def _export(store: Any, run: str, fmt: str, dest: Path | None) -> None:
+    import json
+
+    from swemill.core.records import Golden, Task
+    from swemill.validate.export import swebench_rows
+
+    if fmt != "swebench":
+        fail(f"unknown export format {fmt!r}: only swebench")
+    tasks = store.read_records("tasks", run, Task)
+    goldens = store.read_records("golden", run, Golden)
+    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in swebench_rows(tasks, goldens)]
+    if dest is None:
+        sys.stdout.writelines(lines)
+        return
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    tmp.write_text("".join(lines), encoding="utf-8")
+    tmp.replace(dest)

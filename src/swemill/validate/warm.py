@@ -7,6 +7,7 @@ gets per-test outcomes back; the server forks a fresh child for every request.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -100,10 +101,8 @@ class WarmWorker:
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
 
     def close(self) -> None:
         if self.proc.poll() is None and self.proc.stdin is not None:

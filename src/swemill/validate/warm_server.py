@@ -14,6 +14,7 @@ process, so every child sees the workspace as it is on disk at that moment.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -38,10 +39,7 @@ class _Collector:
         self.durations[nodeid] = self.durations.get(nodeid, 0.0) + float(report.duration)
         wasxfail = hasattr(report, "wasxfail")
         if report.when == "call":
-            if wasxfail:
-                outcome = "xpassed" if report.passed else "xfailed"
-            else:
-                outcome = report.outcome
+            outcome = ("xpassed" if report.passed else "xfailed") if wasxfail else report.outcome
         elif report.failed:
             outcome = "error"
         elif report.skipped:
@@ -90,11 +88,10 @@ def _wait(pid: int, timeout: float) -> tuple[int, bool]:
         if done:
             return os.waitstatus_to_exitcode(status), False
         if time.monotonic() >= deadline:
-            for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-                try:
-                    target()
-                except ProcessLookupError:
-                    pass
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             _, status = os.waitpid(pid, 0)
             return -9, True
         time.sleep(delay)
@@ -133,16 +130,12 @@ def _warm_up() -> float:
     import pytest  # noqa: F401
 
     for ep in md.entry_points(group="pytest11"):
-        try:
+        with contextlib.suppress(Exception):  # a broken plugin is the child's problem
             ep.load()
-        except Exception:  # noqa: BLE001 - a broken plugin is the child's problem, not ours
-            pass
     for name in os.environ.get("SWEMILL_WARM_PREIMPORT", "").split(","):
         if name:
-            try:
+            with contextlib.suppress(Exception):
                 __import__(name)
-            except Exception:  # noqa: BLE001
-                pass
     return time.monotonic() - start
 
 

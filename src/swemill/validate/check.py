@@ -1,0 +1,182 @@
+"""Validate one candidate on a worker: run the tests, then let the pure gates decide.
+
+Body-only edits at the head commit run just the tests the coverage map says execute the
+changed functions (fastest first, never ``-x``: the whole FAIL_TO_PASS set is wanted);
+everything else runs the full suite. A candidate whose broken run shows no newly failing
+test stops there (F2P early exit); the golden state is only run for the survivors, twice.
+A candidate at another commit (pr-mirror, rows) is compared with a baseline of that commit,
+measured once per commit on the worker that first needs it and shared by the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from swemill.core.errors import SandboxError, SynthesisError
+from swemill.core.records import Baseline, Candidate, TestStatus
+from swemill.synth.patches import reverse_patch
+from swemill.testing.timeouts import adaptive_timeout
+from swemill.validate.gates import FAILING, GateVerdict4, RunEvidence, decide
+from swemill.validate.worker import TreeState, Worker, evidence_of
+
+__all__ = ["CheckContext", "Checked", "check_candidate", "select_tests"]
+
+
+@dataclass(slots=True)
+class Checked:
+    """A candidate's verdict, with what the emitter needs for accepted ones."""
+
+    candidate: Candidate
+    verdict: GateVerdict4
+    base_commit: str
+    base_patch: str = ""
+    selected: bool = False
+    messages: dict[str, str] = field(default_factory=dict)
+    """Failure text of the FAIL_TO_PASS tests on the broken tree (for the problem statement)."""
+    wall_s: float = 0.0
+
+    @property
+    def reason(self) -> str:
+        return self.verdict.reason
+
+
+@dataclass
+class CheckContext:
+    baseline: Baseline
+    head: str
+    timeout_factor: float = 3.0
+    timeout_margin_s: float = 5.0
+    _bases: dict[tuple[str, str], Baseline | str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _pending: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
+
+    def timeout(self, baseline: Baseline, selected: Sequence[str] | None) -> float:
+        return adaptive_timeout(baseline, selected, factor=self.timeout_factor,
+                                margin_s=self.timeout_margin_s)
+
+    def baseline_for(self, worker: Worker, commit: str, base_patch: str) -> Baseline | str:
+        """The baseline at ``commit`` + ``base_patch`` (or the reason there is none)."""
+        if commit == self.head and not base_patch.strip():
+            return self.baseline
+        key = (commit, hashlib.sha256(base_patch.encode()).hexdigest())
+        with self._lock:
+            if key in self._bases:
+                return self._bases[key]
+            event = self._pending.get(key)
+            mine = event is None
+            if mine:
+                event = self._pending[key] = threading.Event()
+        assert event is not None
+        if not mine:
+            event.wait()
+            return self._bases[key]
+        result: Baseline | str = "baseline_failed"
+        try:
+            result = self._measure(worker, commit, base_patch)
+        finally:
+            with self._lock:
+                self._bases[key] = result
+            event.set()
+        return result
+
+    def _measure(self, worker: Worker, commit: str, base_patch: str) -> Baseline | str:
+        """Two full runs at the state (flaky: any test whose outcome differs)."""
+        try:
+            worker.checkout(TreeState(commit, (base_patch,)))
+        except SynthesisError:
+            return "base_patch_failed"
+        runs: list[RunEvidence] = []
+        for _ in range(2):
+            try:
+                res = worker.run(None, 2 * self.timeout(self.baseline, None))
+            except SandboxError:
+                return "baseline_failed"
+            ev = evidence_of(res, None)
+            if not ev.usable:
+                return "baseline_failed"
+            runs.append(ev)
+        ids = set(runs[0].outcomes) | set(runs[1].outcomes)
+        flaky = sorted(t for t in ids if runs[0].outcomes.get(t) != runs[1].outcomes.get(t))
+        outcomes: dict[str, TestStatus] = {t: runs[0].outcomes.get(t, "error") for t in ids}
+        durations = {t: self.baseline.durations_s.get(t, max(self.baseline.durations_s.values(),
+                                                             default=1.0)) for t in ids}
+        return Baseline(repo=self.baseline.repo, commit=commit, env_key=self.baseline.env_key,
+                        runs=2, outcomes=outcomes, durations_s=durations, flaky=flaky,
+                        startup_s=self.baseline.startup_s, test_cmd=self.baseline.test_cmd)
+
+
+def select_tests(cand: Candidate, baseline: Baseline) -> list[str] | None:
+    """The tests to run on the broken tree, fastest first; None for the full suite."""
+    if cand.scope != "body" or not cand.changed or not baseline.coverage:
+        return None
+    eligible = baseline.passing()
+    tests: set[str] = set()
+    for sym in cand.changed:
+        tests.update(baseline.coverage.get(f"{sym.file}::{sym.qualname}", []))
+    durations = baseline.durations_s
+    return sorted(tests & eligible, key=lambda t: (durations.get(t, 0.0), t))
+
+
+def _imports(ev: RunEvidence) -> bool:
+    """False when a module could not even be collected (the broken tree does not import)."""
+    return not any("::" not in k and v in FAILING for k, v in ev.outcomes.items())
+
+
+def _refused(cand: Candidate, reason: str, commit: str, detail: str = "") -> Checked:
+    return Checked(cand, GateVerdict4(False, reason, detail=detail), commit)
+
+
+def check_candidate(ctx: CheckContext, worker: Worker, cand: Candidate) -> Checked:
+    """Run and judge one candidate; the worker's workspace is left at the head commit."""
+    commit = str(cand.metadata.get("base_commit") or ctx.head)
+    base_patch = str(cand.metadata.get("base_patch") or "")
+    try:
+        return _check(ctx, worker, cand, commit, base_patch)
+    except SandboxError as exc:
+        # The warm server died twice (memory, a crash it could not contain): a counted drop.
+        return _refused(cand, "crashed", commit, str(exc)[:300])
+    finally:
+        worker.reset(ctx.head)
+
+
+def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
+           base_patch: str) -> Checked:
+    baseline = ctx.baseline_for(worker, commit, base_patch)
+    if isinstance(baseline, str):
+        return _refused(cand, baseline, commit)
+    at_head = commit == ctx.head and not base_patch.strip()
+    selected = select_tests(cand, baseline) if at_head else None
+    if selected is not None and not selected:
+        return _refused(cand, "no_fail_to_pass", commit, "no passing test executes the change")
+    golden = cand.golden_patch or reverse_patch(cand.bug_patch)
+    try:
+        worker.checkout(TreeState(commit, (base_patch, cand.bug_patch)))
+    except SynthesisError as exc:
+        verdict = decide(baseline=baseline, applied=False, imports=False, broken=None,
+                         golden_runs=[], selected=selected)
+        verdict.detail = str(exc)[:300]
+        return Checked(cand, verdict, commit, base_patch)
+    res = worker.run(selected, ctx.timeout(baseline, selected))
+    broken = evidence_of(res, selected)
+    first = decide(baseline=baseline, applied=True, imports=_imports(broken), broken=broken,
+                   golden_runs=[], selected=selected)
+    if first.reason != "not_solvable":  # F2P / P2P already settled it: no golden run
+        if first.reason == "untrusted_log" and (res.exit_code < 0 or not res.outcomes):
+            first = GateVerdict4(False, "crashed", detail=broken.log[-300:])
+        return Checked(cand, first, commit, base_patch, selected is not None)
+    golden_runs: list[RunEvidence] = []
+    try:
+        worker.checkout(TreeState(commit, (base_patch, cand.bug_patch, golden)))
+    except SynthesisError as exc:
+        return Checked(cand, GateVerdict4(False, "golden_failed", detail=str(exc)[:300]),
+                       commit, base_patch)
+    for _ in range(2):
+        golden_runs.append(evidence_of(worker.run(selected, ctx.timeout(baseline, selected)),
+                                       selected))
+    verdict = decide(baseline=baseline, applied=True, imports=True, broken=broken,
+                     golden_runs=golden_runs, selected=selected)
+    messages = {t: res.messages.get(t, "") for t in verdict.fail_to_pass}
+    return Checked(cand, verdict, commit, base_patch, selected is not None, messages)

@@ -1,0 +1,122 @@
+"""What ``run_tasks`` is asked to do (:class:`TasksConfig`) and what it did (``TasksResult``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from swemill.core.errors import ConfigError
+
+__all__ = ["TasksConfig", "TasksResult", "StrategyYield", "DEFAULT_STRATEGIES"]
+
+DEFAULT_STRATEGIES = ("procedural", "pr-mirror", "combine")
+_KNOWN = ("procedural", "pr-mirror", "combine", "rows")
+
+
+class TasksConfig(BaseModel):
+    """Settings of one ``swemill tasks`` run; written into the run's manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategies: list[str] = Field(default_factory=lambda: list(DEFAULT_STRATEGIES))
+    """Strategies in the order they run; ``combine`` always runs last, over validated bugs."""
+    rows: Path | None = None
+    """SWE-bench / SWE-smith rows file for the ``rows`` strategy."""
+    rows_repo: Path | None = None
+    """A local clone holding the rows' base commits (default: the source's working copy)."""
+    max_tasks: int = Field(default=20, ge=1)
+    """Tasks to write in all, shared evenly between the strategies."""
+    max_candidates: int | None = Field(default=None, ge=1)
+    """Candidates each strategy may validate at most (default: 8 per task asked of it)."""
+    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
+    """Parallel validation workers, each a fork of the workspace with a warm pytest server."""
+    seed: int = 0
+    """Fixes which candidates are made and in what order: same seed, same tasks."""
+    audit: int = Field(default=0, ge=0)
+    """Re-run the full suite on this many accepted tasks in a fresh sandbox; any
+    disagreement with the recorded lists is a ValidationError."""
+    backend: str = "auto"
+    """Sandbox backend: auto, bwrap, local."""
+    allow_contaminated: bool = False
+    """Let an evaluation benchmark's repository through (the manifest records it)."""
+    problem_writer: str | None = None
+    """A policy spec (see ``policy_from_spec``) that writes problem statements; default: the
+    template written from the failing tests."""
+    timeout_factor: float = Field(default=3.0, gt=0)
+    """A run may take this many times its tests' baseline durations, plus start-up."""
+    timeout_margin_s: float = Field(default=5.0, ge=0)
+    suite_timeout_s: float = Field(default=900.0, gt=0)
+    """Bound on one baseline run of the whole suite (the baseline itself has no durations yet)."""
+    memory_mb: int = Field(default=4096, ge=64)
+    """Memory limit of each worker's sandbox."""
+    combine_feed: int = Field(default=6, ge=0)
+    """With ``combine``: validate at least this many bugs of the first strategy to merge."""
+
+    @field_validator("strategies")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        names = [v.strip() for v in value if v.strip()]
+        bad = [n for n in names if n not in _KNOWN]
+        if bad:
+            raise ValueError(f"unknown strategy {bad[0]!r}; known: {', '.join(_KNOWN)}")
+        if not names:
+            raise ValueError("no strategy given")
+        return list(dict.fromkeys(names))
+
+    def check(self) -> TasksConfig:
+        if "rows" in self.strategies and self.rows is None:
+            raise ConfigError("the rows strategy needs a rows file (--rows FILE)")
+        if self.backend not in ("auto", "bwrap", "local"):
+            raise ConfigError(f"unknown sandbox backend {self.backend!r}: auto, bwrap or local")
+        return self
+
+
+@dataclass(slots=True)
+class StrategyYield:
+    candidates: int = 0
+    tasks: int = 0
+    """Written (at most the strategy's share of ``max_tasks``)."""
+    valid: int = 0
+    """Accepted by the gates (a few more than written when combine needs material)."""
+    drops: dict[str, int] = field(default_factory=dict)
+    note: str | None = None
+    """Why the strategy produced nothing, when it did not."""
+
+    @property
+    def rate(self) -> float:
+        return self.valid / self.candidates if self.candidates else 0.0
+
+
+@dataclass(slots=True)
+class TasksResult:
+    run_id: str
+    source: str
+    repo: str
+    commit: str
+    license_tier: str
+    tasks: int = 0
+    candidates: int = 0
+    yields: dict[str, StrategyYield] = field(default_factory=dict)
+    drops: dict[str, int] = field(default_factory=dict)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    cpu_s: float = 0.0
+    """CPU seconds of validation (this process and every sandboxed child)."""
+    instance_ids: list[str] = field(default_factory=list)
+    audited: int = 0
+    resumed: list[str] = field(default_factory=list)
+    """Strategies whose shards were already complete and were read back, not redone."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id, "source": self.source, "repo": self.repo,
+            "commit": self.commit, "license_tier": self.license_tier, "tasks": self.tasks,
+            "candidates": self.candidates,
+            "yields": {k: {"candidates": v.candidates, "tasks": v.tasks, "valid": v.valid,
+                           "yield": round(v.rate, 4), "drops": v.drops, "note": v.note}
+                       for k, v in self.yields.items()},
+            "drops": self.drops, "timings_s": self.timings_s, "cpu_s": round(self.cpu_s, 3),
+            "instance_ids": self.instance_ids, "audited": self.audited, "resumed": self.resumed,
+        }

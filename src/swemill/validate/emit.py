@@ -1,0 +1,92 @@
+"""Accepted candidates -> policy-visible Task rows + snapshots, and oracle-only Golden rows.
+
+The broken tree is rebuilt from the source's git objects (``git archive`` of the base commit,
+then the base patch and the bug patch), scrubbed so nothing in it reveals the fix, packed
+deterministically and stored at :func:`~swemill.store.layout.snapshot_key`. Task rows carry
+no patch and no changed-symbol list; the bug patch reveals the fix as surely as the golden
+patch does, so both live only in ``golden/``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from swemill.core.errors import ValidationError
+from swemill.core.records import Golden, LicenseTier, Task
+from swemill.corpus.guard import GoldenGuard
+from swemill.store import Store
+from swemill.store.layout import env_prefix, snapshot_key
+from swemill.synth.patches import reverse_patch
+from swemill.synth.problem import FailingTest
+from swemill.validate.check import Checked
+from swemill.validate.scrub import scrub_tree
+from swemill.validate.snapshot import digest, pack_tree
+from swemill.validate.worker import git_in
+
+__all__ = ["instance_id_of", "broken_tree", "emit_task"]
+
+_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
+
+Writer = Callable[[list[FailingTest], str], str]
+
+
+def instance_id_of(repo: str, candidate_id: str) -> str:
+    """SWE-smith-like ids: ``owner__name.<strategy>-<hash>``."""
+    return f"{_SLUG.sub('__', repo.strip('/'))}.{candidate_id}"
+
+
+def broken_tree(source: Path, commit: str, patches: list[str], dest: Path) -> Path:
+    """Materialise ``commit`` + ``patches`` at ``dest`` (no ``.git``), from git objects."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(source), "archive", "--format=tar", commit],
+                             capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise ValidationError(f"cannot read commit {commit[:12]} of {source}: "
+                              f"{archive.stderr.decode(errors='replace').strip()[:200]}")
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    for patch in patches:
+        if patch.strip():
+            proc = git_in(dest, "apply", "--whitespace=nowarn", "-", stdin=patch)
+            if proc.returncode != 0:
+                raise ValidationError(f"a validated patch no longer applies to {commit[:12]}: "
+                                      f"{proc.stderr.strip()[:200]}")
+    return dest
+
+
+def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec: str,
+              repo: str, env_repo: str, env_commit: str, test_cmd: str,
+              license_tier: LicenseTier, writer: Writer) -> tuple[Task, Golden]:
+    """Snapshot the scrubbed broken tree and build the two rows of one accepted candidate."""
+    cand, verdict = checked.candidate, checked.verdict
+    iid = instance_id_of(cand.repo or repo, cand.candidate_id)
+    tmp = Path(tempfile.mkdtemp(prefix="swemill-snap-"))
+    try:
+        tree = broken_tree(source, checked.base_commit, [checked.base_patch, cand.bug_patch],
+                           tmp / "tree")
+        scrub_tree(tree)
+        data = pack_tree(tree)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    key = snapshot_key(run_id, iid)
+    store.put_bytes(key, data)
+    failures = [FailingTest(t, checked.messages.get(t, "")) for t in verdict.fail_to_pass]
+    golden = Golden(instance_id=iid, bug_patch=cand.bug_patch,
+                    golden_patch=cand.golden_patch or reverse_patch(cand.bug_patch))
+    statement = cand.problem_statement or writer(failures, cand.repo or repo)
+    if GoldenGuard.of(golden).leaks(statement):
+        # a failure message quoted fixed code: fall back to the test names alone
+        statement = writer([FailingTest(f.nodeid) for f in failures], cand.repo or repo)
+    task = Task(
+        instance_id=iid, repo=cand.repo or repo, base_commit=checked.base_commit,
+        problem_statement=statement, FAIL_TO_PASS=verdict.fail_to_pass,
+        PASS_TO_PASS=verdict.pass_to_pass, test_cmd=test_cmd, strategy=cand.strategy,
+        license_tier=license_tier, env_recipe=env_prefix(env_repo, env_commit), snapshot=key,
+        metadata={"source": spec, "snapshot_sha256": digest(data), "scope": cand.scope,
+                  "selected_tests": checked.selected, "parents": list(cand.parents)},
+    )
+    return task, golden

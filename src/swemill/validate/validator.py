@@ -1,0 +1,288 @@
+"""``run_tasks``: a source in, validated SWE tasks out (``tasks/`` + ``golden/`` + snapshots).
+
+Steps: resolve and gate the source (a benchmark's repository is refused unless allowed; the
+license tier goes on every row), build the environment and the baseline (both cached), then
+for each strategy generate candidates lazily and validate them on parallel workers (see
+:mod:`swemill.validate.pool` and :mod:`swemill.validate.check`); ``combine`` runs last, over
+the bugs the other strategies validated. Each strategy's rows are one shard, golden first
+then tasks, and the manifest records its counts, so ``resume`` skips finished strategies.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from swemill.core.records import Golden, RunManifest, Task, utcnow
+from swemill.repo.envbuild import RepoEnv, build_env
+from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
+from swemill.repo.sources import ResolvedSource, resolve_source
+from swemill.sandbox import Limits
+from swemill.store import Store
+from swemill.store.layout import check_run_id, gate_verdicts_key, manifest_key
+from swemill.synth import make_strategy
+from swemill.synth.base import RepoView
+from swemill.synth.combine import ValidatedBug
+from swemill.synth.problem import FailingTest, write_problem_statement
+from swemill.testing.baseline import run_baseline
+from swemill.validate.audit import audit_tasks
+from swemill.validate.check import CheckContext, Checked
+from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
+from swemill.validate.emit import emit_task
+from swemill.validate.pool import WorkerPool
+
+__all__ = ["run_tasks", "TasksConfig", "TasksResult"]
+
+Progress = Callable[[str, int, int], None]
+_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def _cpu() -> float:
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def _quotas(total: int, names: list[str]) -> dict[str, int]:
+    k = len(names)
+    return {n: total // k + (1 if i < total % k else 0) for i, n in enumerate(names)}
+
+
+@dataclass
+class _Run:
+    """Everything one run shares between its strategies."""
+
+    spec: str
+    src: ResolvedSource
+    env: RepoEnv
+    store: Store
+    run_id: str
+    config: TasksConfig
+    tier: str
+    test_cmd: str
+    writer: Callable[[list[FailingTest], str], str]
+    progress: Progress
+
+    def emit(self, checked: list[Checked]) -> list[tuple[Task, Golden]]:
+        return [emit_task(self.store, c, run_id=self.run_id, source=self.src.path,
+                          spec=self.spec, repo=self.src.repo, env_repo=self.env.repo,
+                          env_commit=self.env.commit, test_cmd=self.test_cmd,
+                          license_tier=self.tier, writer=self.writer)  # type: ignore[arg-type]
+                for c in checked]
+
+
+def _writer(config: TasksConfig) -> Callable[[list[FailingTest], str], str]:
+    if not config.problem_writer:
+        return lambda failures, repo: write_problem_statement(failures, repo)
+    from swemill.policies import policy_from_spec
+    from swemill.synth.problem import PolicyProblemWriter
+
+    pw = PolicyProblemWriter(policy_from_spec(config.problem_writer))
+    return pw.write
+
+
+def _strategy(name: str, config: TasksConfig, bugs: list[ValidatedBug]):  # type: ignore[no-untyped-def]
+    if name == "combine":
+        return make_strategy(name, bugs=bugs)
+    if name == "rows":
+        from swemill.synth.rows import RowsSource
+
+        return make_strategy(name, source=RowsSource(rows_path=config.rows,  # type: ignore[arg-type]
+                                                     repo_dir=config.rows_repo))
+    return make_strategy(name)
+
+
+def _manifest(store: Store, run_id: str, spec: str, config: TasksConfig) -> RunManifest:
+    if store.exists(manifest_key(run_id)):
+        return store.read_manifest(run_id)
+    return RunManifest(run_id=run_id, command="swemill tasks", source=spec,
+                       config={"tasks": config.model_dump(mode="json")})
+
+
+def _shard(repo: str, name: str) -> str:
+    return f"{_SLUG.sub('__', repo.strip('/'))}.{name}"[-120:].lstrip("._-") or name
+
+
+def _sources(manifest: RunManifest) -> dict[str, dict[str, dict[str, object]]]:
+    """``source spec -> strategy -> {counts, tier}``: what each source of the run did."""
+    return manifest.metadata.setdefault("tasks_sources", {})  # type: ignore[no-any-return]
+
+
+def _resumed(store: Store, run: _Run, name: str, manifest: RunManifest
+             ) -> tuple[StrategyYield, list[tuple[Task, Golden]]] | None:
+    entry = _sources(manifest).get(run.spec, {}).get(name)
+    if entry is None:
+        return None
+    counts: dict[str, int] = entry["counts"]  # type: ignore[assignment]
+    shard, run_id = _shard(run.src.repo, name), run.run_id
+    pairs: list[tuple[Task, Golden]] = []
+    if counts.get("out", 0):
+        if not (store.is_complete("golden", run_id, shard)
+                and store.is_complete("tasks", run_id, shard)):
+            return None
+        tasks = [t for t in store.read_records("tasks", run_id, Task)
+                 if t.strategy == name and t.metadata.get("source") == run.spec]
+        goldens = {g.instance_id: g for g in store.read_records("golden", run_id, Golden)}
+        pairs = [(t, goldens[t.instance_id]) for t in tasks if t.instance_id in goldens]
+    drops = {k.removeprefix("dropped_"): v for k, v in counts.items() if k.startswith("dropped_")}
+    return StrategyYield(counts.get("in", 0), len(pairs), counts.get("valid", len(pairs)),
+                         drops), pairs
+
+
+def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None = None, *,
+              resume: bool = False,
+              progress: Callable[[str, int, int], None] | None = None) -> TasksResult:
+    """Turn ``source`` into validated tasks under ``run_id`` in ``store``; see the module
+    docstring. ``progress(label, done, total)`` is called as work advances."""
+    config = (config or TasksConfig()).check()
+    check_run_id(run_id)
+    say: Progress = progress or (lambda _label, _done, _total: None)
+    started = time.monotonic()
+    say("resolving the source", 0, 0)
+    src = resolve_source(source)
+    verdict = ensure_allowed(gate_directory(
+        src.path, source=source, repo=src.repo,
+        policy=GatePolicy(allow_contaminated=config.allow_contaminated)))
+    say(f"environment of {src.repo}", 0, 0)
+    env = build_env(src)
+    baseline = run_baseline(env, backend=config.backend, suite_timeout=config.suite_timeout_s,
+                            step=lambda msg: say(msg, 0, 0))
+    setup_s = time.monotonic() - started
+    manifest = _manifest(store, run_id, source, config)
+    store.write_jsonl(gate_verdicts_key(run_id), [verdict])
+    run = _Run(source, src, env, store, run_id, config, verdict.license_tier, baseline.test_cmd,
+               _writer(config), say)
+    result = TasksResult(run_id, source, src.repo, src.commit, verdict.license_tier,
+                         timings_s={"setup": round(setup_s, 3)})
+    ctx = CheckContext(baseline, src.commit, config.timeout_factor, config.timeout_margin_s)
+    pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
+                      limits=Limits(timeout_s=config.suite_timeout_s,
+                                    memory_mb=config.memory_mb))
+    quotas = _quotas(config.max_tasks, config.strategies)
+    order = [s for s in config.strategies if s != "combine"]
+    order += ["combine"] if "combine" in config.strategies else []
+    view = RepoView(root=src.path, repo=src.repo, commit=src.commit, baseline=baseline,
+                    seed=config.seed)
+    bugs: list[ValidatedBug] = []
+    cpu0 = _cpu()
+    v_start = time.monotonic()
+    try:
+        for i, name in enumerate(order):
+            old = _resumed(store, run, name, manifest) if resume else None
+            if old is not None:
+                result.yields[name], pairs = old
+                result.resumed.append(name)
+                bugs += [ValidatedBug.from_task(t, g) for t, g in pairs]
+                _collect(result, name, pairs)
+                continue
+            feed = config.combine_feed if i == 0 and "combine" in order else 0
+            pairs = _one_strategy(run, pool, view, name, quotas[name], feed, bugs, result)
+            _collect(result, name, pairs)
+            _record(store, manifest, run, result, name)
+    finally:
+        pool.close()
+    result.cpu_s = _cpu() - cpu0
+    result.timings_s["validate"] = round(time.monotonic() - v_start, 3)
+    if config.audit:
+        say(f"auditing {config.audit} task(s)", 0, config.audit)
+        pairs = _read_pairs(store, run_id, result.instance_ids)[: config.audit]
+        audit_tasks(store, pairs, env, baseline, backend=config.backend)
+        result.audited = len(pairs)
+    result.timings_s["total"] = round(time.monotonic() - started, 3)
+    _finish(store, manifest, result)
+    return result
+
+
+def _one_strategy(run: _Run, pool: WorkerPool, view: RepoView, name: str, quota: int,
+                  feed: int, bugs: list[ValidatedBug], result: TasksResult
+                  ) -> list[tuple[Task, Golden]]:
+    config = run.config
+    target = max(quota, feed)
+    strategy = _strategy(name, config, bugs)
+    view.max_candidates = config.max_candidates or 8 * target + 8
+    stream = pool.stream(iter(strategy.candidates(view)), target,
+                         lambda done, ok: run.progress(f"{name}: {ok} accepted", done,
+                                                       view.max_candidates or 0))
+    accepted = stream.accepted
+    written = accepted[:quota]
+    for c in accepted:
+        if not c.base_patch.strip():
+            bugs.append(ValidatedBug(
+                instance_id=c.candidate.candidate_id, bug_patch=c.candidate.bug_patch,
+                base_commit=c.base_commit, fail_to_pass=tuple(c.verdict.fail_to_pass),
+                pass_to_pass=tuple(c.verdict.pass_to_pass), changed=tuple(c.candidate.changed)))
+    y = StrategyYield(candidates=len(stream.checked), tasks=len(written), valid=len(accepted),
+                      drops=dict(Counter(c.reason for c in stream.checked
+                                         if not c.verdict.accepted)))
+    y.note = strategy.report.reason
+    result.yields[name] = y
+    pairs = run.emit(written)
+    if pairs:
+        shard = _shard(run.src.repo, name)
+        run.store.write_records("golden", run.run_id, shard, [g for _, g in pairs])
+        run.store.write_records("tasks", run.run_id, shard, [t for t, _ in pairs])
+    return pairs
+
+
+def _collect(result: TasksResult, name: str, pairs: list[tuple[Task, Golden]]) -> None:
+    y = result.yields[name]
+    result.tasks += len(pairs)
+    result.candidates += y.candidates
+    for reason, n in y.drops.items():
+        result.drops[reason] = result.drops.get(reason, 0) + n
+    result.instance_ids += [t.instance_id for t, _ in pairs]
+
+
+def _counts(y: StrategyYield) -> dict[str, int]:
+    return {"in": y.candidates, "out": y.tasks, "valid": y.valid,
+            **{f"dropped_{k}": v for k, v in sorted(y.drops.items())}}
+
+
+def _record(store: Store, manifest: RunManifest, run: _Run, result: TasksResult,
+            name: str) -> None:
+    _sources(manifest).setdefault(run.spec, {})[name] = {
+        "counts": _counts(result.yields[name]), "tier": run.tier}
+    _totals(manifest)
+    store.write_manifest(manifest)
+
+
+def _totals(manifest: RunManifest) -> None:
+    """counts["tasks"], counts["tasks.<strategy>"] and license tiers, over every source."""
+    total: Counter[str] = Counter()
+    per: dict[str, Counter[str]] = {}
+    tiers: Counter[str] = Counter()
+    for strategies in _sources(manifest).values():
+        for name, entry in strategies.items():
+            counts: dict[str, int] = entry["counts"]  # type: ignore[assignment]
+            per.setdefault(name, Counter()).update(counts)
+            total.update(counts)
+            tiers[str(entry["tier"])] += counts.get("out", 0)
+    for name, c in per.items():
+        manifest.counts[f"tasks.{name}"] = dict(c)
+    manifest.counts["tasks"] = dict(total)
+    for tier, n in tiers.items():
+        manifest.license_tiers[tier] = n
+
+
+def _read_pairs(store: Store, run_id: str, ids: list[str]) -> list[tuple[Task, Golden]]:
+    if not ids:
+        return []
+    tasks = {t.instance_id: t for t in store.read_records("tasks", run_id, Task)}
+    goldens = {g.instance_id: g for g in store.read_records("golden", run_id, Golden)}
+    return [(tasks[i], goldens[i]) for i in sorted(ids) if i in tasks and i in goldens]
+
+
+def _finish(store: Store, manifest: RunManifest, result: TasksResult) -> None:
+    _sources(manifest).setdefault(result.source, {})
+    _totals(manifest)
+    manifest.counts.setdefault("tasks", {"in": 0, "out": 0})
+    manifest.timings_s["tasks"] = round(manifest.timings_s.get("tasks", 0.0)
+                                        + result.timings_s["total"], 3)
+    manifest.metadata.setdefault("tasks_cpu_s", {})[result.source] = round(result.cpu_s, 3)
+    if manifest.command == "swemill tasks":
+        manifest.status = "complete"
+        manifest.finished_at = utcnow()
+    store.write_manifest(manifest)

@@ -1,0 +1,181 @@
+"""One validation worker: a private fork of the base workspace and a warm pytest server in it.
+
+The worker moves its workspace between tree states (a commit, plus patches on top), runs
+tests there through the warm server, and brings the workspace back to the base state. The
+server is restarted when it dies (a candidate that exhausted the sandbox's memory, say).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from swemill.core.errors import SandboxError, SandboxUnavailable, SynthesisError
+from swemill.core.records import TestStatus
+from swemill.repo.envbuild import RepoEnv
+from swemill.sandbox import Bind, Limits, open_sandbox
+from swemill.sandbox._spawn import Spawned
+from swemill.sandbox.base import Sandbox
+from swemill.testing.runner import ensure_plugin, pytest_argv
+from swemill.validate.gates import FAILING, RunEvidence
+from swemill.validate.warm import SERVER_INSIDE, SERVER_PATH, WarmResult, WarmWorker
+
+__all__ = ["TreeState", "Worker", "evidence_of", "git_in", "open_base"]
+
+_GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0",
+    "GIT_AUTHOR_NAME": "swemill", "GIT_AUTHOR_EMAIL": "swemill@localhost",
+    "GIT_COMMITTER_NAME": "swemill", "GIT_COMMITTER_EMAIL": "swemill@localhost",
+    "LC_ALL": "C", "HOME": "/nonexistent", "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+}
+_VALID: frozenset[str] = frozenset({"passed", "failed", "error", "skipped", "xfailed", "xpassed"})
+
+
+def git_in(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=root,
+                          env=_GIT_ENV, input=stdin, capture_output=True, text=True, check=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeState:
+    """A commit with patches applied on top, in order (``base_patch``, bug, golden ...)."""
+
+    commit: str
+    patches: tuple[str, ...] = ()
+
+
+def evidence_of(result: WarmResult, selected: Sequence[str] | None) -> RunEvidence:
+    """Turn a warm run into gate evidence; the exit code is checked against the outcomes."""
+    outcomes: dict[str, TestStatus] = {
+        k: v for k, v in result.outcomes.items() if v in _VALID  # type: ignore[misc]
+    }
+    if selected is not None:
+        for nodeid in selected:
+            outcomes.setdefault(nodeid, "error")  # asked for and never reported: not a pass
+    bad = any(v in FAILING for v in result.outcomes.values())
+    trusted = not result.timed_out and (
+        (result.exit_code == 0 and not bad) or (result.exit_code == 1 and bad))
+    if result.exit_code == 5 and selected is None:
+        trusted = False  # nothing collected at all: the tree does not even import
+    log = result.log_tail
+    if not trusted and not result.timed_out:
+        log = f"exit {result.exit_code}, {len(result.outcomes)} outcomes\n{log}"
+    return RunEvidence(outcomes=outcomes, exit_code=result.exit_code,
+                       timed_out=result.timed_out, trusted=trusted, log=log)
+
+
+class Worker:
+    """A fork of ``base`` with a warm server; not thread-safe (one candidate at a time)."""
+
+    def __init__(self, env: RepoEnv, base: Sandbox, head: str,
+                 preimport: Sequence[str] = ()) -> None:
+        self.env = env
+        self.head = head
+        ensure_plugin(env)
+        self.sb: Sandbox = base.fork()
+        self.root = self.sb.workspace
+        isolated = self.sb.workdir != str(self.root)
+        self._server_path = SERVER_INSIDE if isolated else str(SERVER_PATH)
+        self._preimport = ",".join(preimport)
+        self.state = TreeState(head)
+        self._warm: WarmWorker | None = None
+        self._spawned: Spawned | None = None
+        self.restarts = 0
+
+    # -- the warm server ----------------------------------------------------------------
+
+    def _start(self) -> WarmWorker:
+        run_env = {**self.env.run_env(self.sb.workdir), "HOME": "/tmp", "LANG": "C.UTF-8",
+                   "PYTHONDONTWRITEBYTECODE": "1", "SWEMILL_WARM_PREIMPORT": self._preimport}
+        spawn = getattr(self.sb, "spawn", None)
+        if spawn is None:
+            raise SandboxUnavailable(f"the {type(self.sb).__name__} backend cannot host a warm "
+                                     "worker: use bwrap or local")
+        spawned = spawn([str(self.env.python), "-u", self._server_path, self.sb.workdir],
+                                env=run_env, cwd=self.sb.workdir)
+        try:
+            warm = WarmWorker(spawned.proc)
+        except SandboxError:
+            spawned.close()
+            raise
+        self._spawned = spawned
+        self._warm = warm
+        return warm
+
+    def _stop(self) -> None:
+        if self._warm is not None:
+            self._warm.close()
+            self._warm = None
+        if self._spawned is not None:
+            self._spawned.close()
+            self._spawned = None
+
+    def run(self, nodeids: Sequence[str] | None, timeout: float) -> WarmResult:
+        """Run ``nodeids`` (None: the whole suite) in a fresh fork of the warm server.
+
+        A server that died (killed for memory, say) is restarted once and the run repeated;
+        if it dies again the error propagates to the candidate, which is then dropped.
+        """
+        args = pytest_argv(self.env, self.sb.workdir)[3:]
+        if nodeids is not None:
+            args += list(nodeids)
+        for attempt in (0, 1):
+            warm = self._warm if self._warm is not None and self._warm.alive else None
+            if warm is None:
+                self._stop()
+                warm = self._start()
+                if attempt or self.restarts:
+                    self.restarts += 1
+            try:
+                return warm.run(args, timeout)
+            except SandboxError:
+                self._stop()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- tree states --------------------------------------------------------------------
+
+    def checkout(self, state: TreeState) -> None:
+        """Put the workspace into ``state``; SynthesisError("patch_failed: ...") if a patch
+        does not apply."""
+        if state == self.state:
+            return
+        self.reset(state.commit)
+        for patch in state.patches:
+            if not patch.strip():
+                continue
+            proc = git_in(self.root, "apply", "--whitespace=nowarn", "-", stdin=patch)
+            if proc.returncode != 0:
+                self.state = TreeState(state.commit, ("<broken>",))
+                raise SynthesisError(f"patch_failed: {proc.stderr.strip()[:300]}")
+        self.state = state
+
+    def reset(self, commit: str) -> None:
+        """The workspace exactly at ``commit``: tracked files restored, new files removed."""
+        if self.state == TreeState(commit):
+            return
+        steps = [("checkout", "-q", "-f", "--detach", commit), ("clean", "-q", "-f", "-d")]
+        if self.state.commit == commit:
+            steps = [("checkout", "-q", "-f", "HEAD", "--", "."), ("clean", "-q", "-f", "-d")]
+        for step in steps:
+            proc = git_in(self.root, *step)
+            if proc.returncode != 0:
+                raise SandboxError(f"git {step[0]} in a worker failed: {proc.stderr[:200]}")
+        self.state = TreeState(commit)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stop()
+        with contextlib.suppress(Exception):
+            self.sb.close()
+
+
+def open_base(env: RepoEnv, *, backend: str, limits: Limits) -> Sandbox:
+    """The sandbox every worker forks: the source's working copy, the env and the server."""
+    binds = [*env.binds(), Bind(host=SERVER_PATH, inside=SERVER_INSIDE)]
+    return open_sandbox(env.source_path, backend=backend, binds=binds, limits=limits)
