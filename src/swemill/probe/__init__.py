@@ -1,1 +1,11 @@
-"""swemill.probe"""
+"""The acceptance probe: LoRA SFT of a small model on a run's corpus, judged on held-out loss.
+
+Heavy libraries (torch, transformers, TRL, PEFT) are imported only when a probe runs; they
+come with the ``probe`` extra (``pip install 'swemill[probe]'``).
+"""
+
+from swemill.probe.config import TINY_MODEL, HeldOut, Margin, ProbeConfig, ProbeResult, Training
+from swemill.probe.stage import decide, probe_key, run_probe
+
+__all__ = ["ProbeConfig", "ProbeResult", "HeldOut", "Margin", "Training", "TINY_MODEL",
+           "run_probe", "probe_key", "decide"]

@@ -1,0 +1,31 @@
+"""The probe's heavy dependencies, imported only when a probe runs."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from swemill.core.errors import MissingDependency
+
+__all__ = ["require", "INSTALL_HINT"]
+
+INSTALL_HINT = ("pip install 'swemill[probe]' (in a swemill checkout, `make setup` builds "
+                ".venv-probe with a CPU torch: run .venv-probe/bin/swemill probe ...)")
+_MODULES = ("torch", "transformers", "peft", "trl", "datasets", "tokenizers")
+
+
+def require() -> dict[str, ModuleType]:
+    """Import torch, transformers, PEFT, TRL, datasets and tokenizers, or say how to get them."""
+    found: dict[str, ModuleType] = {}
+    missing = []
+    for name in _MODULES:
+        try:
+            found[name] = importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise MissingDependency(
+            f"swemill probe needs the 'probe' extra (missing: {', '.join(missing)}): "
+            + INSTALL_HINT
+        )
+    return found
