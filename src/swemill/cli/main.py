@@ -11,6 +11,7 @@ from swemill.cli import (
     doctor_cmd,
     env_cmd,
     gate_cmd,
+    probe_cmd,
     replay_cmd,
     report_cmd,
     rollout_cmd,
@@ -47,6 +48,7 @@ for _module in (
     build_cmd,
     report_cmd,
     aws_cmd,
+    probe_cmd,
 ):
     _module.register(app)
 
