@@ -16,7 +16,7 @@ if [ "${SWEMILL_NO_PROBE:-}" = "1" ]; then
   exit 0
 fi
 
-VENV=.venv-probe
+VENV=${SWEMILL_PROBE_VENV:-.venv-probe}
 CPU_INDEX=${SWEMILL_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
 TORCH_WHEEL=${SWEMILL_TORCH_WHEEL:-$(ls /opt/wheels/torch-*+cpu-cp311-*.whl 2>/dev/null \
   | sort -V | tail -n 1 || true)}
