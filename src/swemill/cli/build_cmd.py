@@ -98,7 +98,7 @@ class _Display:
 
         self.enabled = enabled
         self.progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[stage]}",
-                                            table_column=Column(width=9, no_wrap=True)),
+                                            table_column=Column(min_width=9, no_wrap=True)),
                                  TextColumn("{task.description}",
                                             table_column=Column(ratio=1, no_wrap=True)),
                                  TimeElapsedColumn(),

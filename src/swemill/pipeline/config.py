@@ -52,8 +52,14 @@ class BuildConfig(BaseModel):
     @field_validator("policies")
     @classmethod
     def _some_policy(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from swemill.policies.base import REGISTRY, split_spec
+
         if not value or any(not p.strip() for p in value):
             raise ValueError("at least one non-empty policy spec is needed")
+        for spec in value:  # refused now, not after the tasks are validated
+            if split_spec(spec)[0] not in REGISTRY:
+                known = ", ".join(sorted(REGISTRY))
+                raise ValueError(f"unknown policy spec {spec!r}: the prefix must be one of {known}")
         return value
 
     def resolved(self) -> dict[str, Any]:

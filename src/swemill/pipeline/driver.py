@@ -5,7 +5,10 @@ each stage is marked ``running`` then ``complete`` in it, and the run ends ``com
 ``failed`` (with the error's first line). ``resume=True`` continues the latest unfinished
 build under the root (or ``run_id``) under its recorded source and config: stages already
 complete are skipped, the others run with ``resume=True`` and skip their finished shards.
-A SIGKILL leaves the manifest at ``running``; that is what resume looks for.
+A stage that completed records the keys proving its output (shard markers, the card...); a
+resumed build redoes a "complete" stage whose keys are gone (a shard deleted after a crash
+left it corrupt) and, from the first stage it runs, every later stage. A SIGKILL leaves the
+manifest at ``running``; that is what resume looks for.
 """
 
 from __future__ import annotations
@@ -131,12 +134,18 @@ def run_build(source: str | None, out: str, config: BuildConfig | None = None, *
     _mark_running(store, manifest.run_id)
     ctx = StageContext(store, manifest.run_id, manifest.source or SAMPLE_SOURCE, config,
                        resume=resume)
-    done = mf.stage_states(manifest)
+    states, outputs = mf.stage_states(manifest), mf.stage_outputs(manifest)
+    redo = False  # once a stage runs, every later stage runs too (its inputs may differ)
     for stage in STAGES:
-        if done.get(stage.name) == "complete":
-            result.skipped.append(stage.name)
-            tell(BuildEvent(stage.name, "skip", "finished by an earlier attempt"))
-            continue
+        if not redo and states.get(stage.name) == "complete":
+            missing = [k for k in outputs.get(stage.name, []) if not store.exists(k)]
+            if not missing:
+                result.skipped.append(stage.name)
+                tell(BuildEvent(stage.name, "skip", "finished by an earlier attempt"))
+                continue
+            tell(BuildEvent(stage.name, "update", f"redoing: {missing[0]} is gone"))
+        redo = True
+        ctx.resume = resume and stage.resumable
         result.summaries[stage.name] = _run_stage(stage, ctx, tell)
     result.manifest = _finish(store, manifest.run_id)
     return result
@@ -167,8 +176,10 @@ def _run_stage(stage: Stage, ctx: StageContext, tell: Progress) -> dict[str, int
         raise
     seconds = round(time.monotonic() - t0, 3)
 
+    keys = stage.output_keys(store, run_id)
+
     def change(m: RunManifest) -> None:
-        mf.set_stage_state(m, stage.name, "complete")
+        mf.set_stage_state(m, stage.name, "complete", outputs=keys)
         m.timings_s[stage.name] = seconds
 
     mf.update_manifest(store, run_id, change)

@@ -7,6 +7,7 @@ applies one function and writes it back whole (one object, atomically).
 The build's own state sits in ``manifest.metadata["build"]``::
 
     {"stages": {"gate": "complete", "env": "complete", "tasks": "running"},
+     "outputs": {"gate": ["gate/run_id=<id>/verdicts.jsonl"], "env": [], ...},
      "error": "...first line of the error that stopped it...", "error_stage": "tasks"}
 """
 
@@ -18,7 +19,8 @@ from typing import Any, Literal
 from swemill.core.records import RunManifest
 from swemill.store import Store
 
-__all__ = ["update_manifest", "stage_states", "set_stage_state", "StageState", "BUILD_KEY"]
+__all__ = ["BUILD_KEY", "StageState", "set_stage_state", "stage_outputs", "stage_states",
+           "update_manifest"]
 
 BUILD_KEY = "build"
 StageState = Literal["running", "complete", "failed"]
@@ -42,8 +44,16 @@ def stage_states(manifest: RunManifest) -> dict[str, str]:
     return dict(manifest.metadata.get(BUILD_KEY, {}).get("stages", {}))
 
 
-def set_stage_state(manifest: RunManifest, stage: str, state: StageState) -> None:
-    _build(manifest)["stages"][stage] = state
+def stage_outputs(manifest: RunManifest) -> dict[str, list[str]]:
+    return dict(manifest.metadata.get(BUILD_KEY, {}).get("outputs", {}))
+
+
+def set_stage_state(manifest: RunManifest, stage: str, state: StageState, *,
+                    outputs: list[str] | None = None) -> None:
+    block = _build(manifest)
+    block["stages"][stage] = state
+    if outputs is not None:
+        block.setdefault("outputs", {})[stage] = outputs
 
 
 def set_error(manifest: RunManifest, stage: str | None, message: str) -> None:

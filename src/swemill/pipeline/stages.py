@@ -3,8 +3,8 @@
 ``STAGES`` is what the local driver (:mod:`swemill.pipeline.driver`) runs in order and what an
 orchestrator (a Step Functions state machine, a Ray DAG) is generated from: every stage is a
 function of a :class:`StageContext`, reads only what the store holds under ``reads`` (plus the
-local environment cache) and writes only under ``writes``. A stage started again with
-``resume=True`` skips the shards it already finished.
+local environment cache) and writes only under ``writes``. A ``resumable`` stage started again
+with ``resume=True`` skips the shards it already finished; the others are redone whole.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from swemill.core.errors import ConfigError
 from swemill.pipeline.config import BuildConfig
 from swemill.store import Store
+from swemill.store.layout import marker_key
 
 __all__ = ["Stage", "StageContext", "STAGES", "stage_named"]
 
@@ -43,6 +44,13 @@ class Stage:
     reads: tuple[str, ...]
     writes: tuple[str, ...]
     doc: str
+    resumable: bool = False
+    """The function skips its own finished shards when called with ``resume=True``; a stage
+    that is not resumable is a pure function of its inputs and is redone whole."""
+    shards: tuple[str, ...] = ()
+    """Store stages whose completion markers prove this stage's output is still there."""
+    files: tuple[str, ...] = ()
+    """Other keys (``{run_id}`` filled in) that must exist for the stage to count as done."""
 
     def function(self) -> Callable[[StageContext], dict[str, int]]:
         module, _, attr = self.entry.partition(":")
@@ -52,36 +60,48 @@ class Stage:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "entry": self.entry, "reads": list(self.reads),
-                "writes": list(self.writes), "doc": self.doc}
+                "writes": list(self.writes), "doc": self.doc, "resumable": self.resumable}
+
+    def output_keys(self, store: Store, run_id: str) -> list[str]:
+        """The keys that show this stage's output is complete, as they are now."""
+        keys = [marker_key(stage, run_id, shard) for stage in self.shards
+                for shard in store.complete_shards(stage, run_id)]
+        return keys + [f.format(run_id=run_id) for f in self.files]
 
 
 _RUN = "run_id=<id>"
 STAGES: tuple[Stage, ...] = (
     Stage("gate", "swemill.pipeline.steps:gate", reads=("source",),
           writes=(f"gate/{_RUN}/verdicts.jsonl",),
-          doc="License tier and benchmark decontamination; a refused source stops the build."),
+          doc="License tier and benchmark decontamination; a refused source stops the build.",
+          files=("gate/run_id={run_id}/verdicts.jsonl",)),
     Stage("env", "swemill.pipeline.steps:env", reads=("source",),
           writes=("envs/<repo>@<commit>/recipe.json", "envs/<repo>@<commit>/baseline.json"),
           doc="Build (or reuse) the repository's environment and its baseline (3 runs + "
               "coverage map); cached per repo@commit."),
     Stage("tasks", "swemill.pipeline.steps:tasks", reads=("source", "envs/"),
           writes=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"snapshots/{_RUN}/"),
-          doc="Synthesise candidate bugs and validate them with the four gates."),
+          doc="Synthesise candidate bugs and validate them with the four gates.",
+          resumable=True, shards=("tasks", "golden")),
     Stage("rollouts", "swemill.pipeline.steps:rollouts",
           reads=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"snapshots/{_RUN}/"),
           writes=(f"trajectories/{_RUN}/", f"pairs/{_RUN}/"),
-          doc="Run the policies on every task, grade with the oracle, sample preference pairs."),
+          doc="Run the policies on every task, grade with the oracle, sample preference pairs.",
+          resumable=True, shards=("trajectories", "pairs")),
     Stage("corpus", "swemill.pipeline.steps:corpus",
           reads=(f"trajectories/{_RUN}/", f"pairs/{_RUN}/", f"tasks/{_RUN}/", f"golden/{_RUN}/",
                  "index/dedup/"),
           writes=(f"corpus/sft/{_RUN}/", f"corpus/dpo/{_RUN}/", f"corpus/holdout/{_RUN}/",
                   f"corpus/wm/{_RUN}/", f"index/dedup/{_RUN}/", f"reports/{_RUN}/README.md"),
-          doc="Filter, scrub, dedup (across runs) and split into SFT/DPO Parquet; the card."),
+          doc="Filter, scrub, dedup (across runs) and split into SFT/DPO Parquet; the card.",
+          shards=("corpus/sft", "corpus/dpo", "corpus/holdout", "corpus/wm", "index/dedup"),
+          files=("reports/run_id={run_id}/README.md",)),
     Stage("report", "swemill.pipeline.steps:report",
           reads=(f"manifests/{_RUN}.json", f"tasks/{_RUN}/", f"trajectories/{_RUN}/",
                  f"corpus/*/{_RUN}/"),
           writes=(f"reports/{_RUN}/index.html",),
-          doc="The self-contained HTML report of the run."),
+          doc="The self-contained HTML report of the run.",
+          files=("reports/run_id={run_id}/index.html",)),
 )
 
 

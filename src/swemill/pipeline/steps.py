@@ -137,11 +137,9 @@ def report(ctx: StageContext) -> dict[str, int]:
 
 
 def _progress(ctx: StageContext) -> Any:
-    """A progress callback for the tasks and rollouts stages: anything they pass is shown."""
-    def progress(*args: Any, **kwargs: Any) -> None:
-        parts = [str(a) for a in args] + [f"{k}={v}" for k, v in kwargs.items()]
-        if parts:
-            ctx.say(" ".join(parts))
+    """The ``progress(label, done, total)`` callback the tasks and rollouts stages take."""
+    def progress(label: str, done: int = 0, total: int = 0) -> None:
+        ctx.say(f"{label} ({done}/{total})" if total else label)
     return progress
 
 

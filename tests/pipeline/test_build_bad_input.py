@@ -1,0 +1,102 @@
+"""Bad input to ``swemill build``: one clear line and exit 2, and a manifest that says failed."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from identify.vendor.licenses import LICENSES
+
+
+def test_unwritable_root_is_one_line(cli, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for root in ("/proc/swemill-out", str(blocker / "out")):
+        line = cli.error_line(cli.run("build", "--out", root))
+        assert "cannot write" in line and root.split("/")[-1] in line
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_unreachable_s3_root_fails_fast(cli) -> None:
+    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}",
+           "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
+           "AWS_DEFAULT_REGION": "us-east-1"}
+    t0 = time.monotonic()
+    line = cli.error_line(cli.run("build", "--out", "s3://nowhere/prefix", env=env, timeout=120))
+    assert "s3://nowhere/prefix" in line and "cannot write" in line
+    assert time.monotonic() - t0 < 60
+
+
+def test_no_out_is_refused(cli) -> None:
+    assert "--out ROOT is required" in cli.error_line(cli.run("build"))
+
+
+def test_unknown_run_id(cli, tmp_path: Path) -> None:
+    root = str(tmp_path / "root")
+    line = cli.error_line(cli.run("build", "--out", root, "--resume", "--run-id", "nope"))
+    assert "no run nope" in line
+    line = cli.error_line(cli.run("build", "--out", root, "--resume"))
+    assert "no unfinished build to resume" in line
+    line = cli.error_line(cli.run("build", "--out", root, "--parent", "ghost"))
+    assert "no parent run ghost" in line
+    line = cli.error_line(cli.run("build", "--out", root, "--run-id", "../x"))
+    assert "invalid run id" in line
+    # None of these left a run behind that could pass for a dataset.
+    assert not (tmp_path / "root" / "manifests").exists()
+
+
+def test_resume_keeps_the_recorded_settings(cli, tmp_path: Path) -> None:
+    line = cli.error_line(cli.run("build", "--out", str(tmp_path), "--resume", "--seed", "3"))
+    assert "drop --seed" in line
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--policy", "gpt4"), "unknown policy spec 'gpt4'"),
+    (("--samples", "0"), "Invalid value"),
+    (("--emit", "video"), "unknown --emit"),
+])
+def test_bad_flags(cli, tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
+    proc = cli.run("build", "--out", str(tmp_path / "r"), *args)
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+
+
+def _manifest(root: Path) -> dict:
+    (path,) = (root / "manifests").glob("run_id=*.json")
+    return json.loads(path.read_text())
+
+
+def test_refused_source_stops_at_the_gate(cli, tmp_path: Path) -> None:
+    clone = tmp_path / "requests"
+    clone.mkdir()
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "remote", "add", "origin",
+                    "https://github.com/someone/requests-fork.git"], check=True)
+    (clone / "pyproject.toml").write_text('[project]\nname = "requests"\n')
+    (clone / "LICENSE").write_text(dict(LICENSES)["Apache-2.0"])
+    root = tmp_path / "root"
+    line = cli.error_line(cli.run("build", str(clone), "--out", str(root)))
+    assert "refused" in line and "requests" in line
+    m = _manifest(root)
+    assert m["status"] == "failed" and m["finished_at"]
+    assert m["metadata"]["build"]["stages"] == {"gate": "failed"}
+    assert m["metadata"]["build"]["error_stage"] == "gate"
+    assert m["counts"]["gate"] == {"in": 1, "out": 0, "dropped_refused": 1}
+    assert (root / "gate").is_dir() and not (root / "tasks").exists()
+    assert not (root / "corpus").exists()
+
+
+def test_missing_source_is_one_line_and_a_failed_run(cli, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    line = cli.error_line(cli.run("build", str(tmp_path / "absent"), "--out", str(root)))
+    assert "absent" in line
+    assert _manifest(root)["status"] == "failed"

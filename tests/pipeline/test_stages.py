@@ -1,0 +1,80 @@
+"""The stage list is data an orchestrator can be generated from: ordered, resolvable, closed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swemill.core.errors import ConfigError
+from swemill.pipeline import STAGES, BuildConfig, stage_named
+from swemill.pipeline.stages import StageContext
+
+
+def test_order_is_the_build_order() -> None:
+    assert [s.name for s in STAGES] == ["gate", "env", "tasks", "rollouts", "corpus", "report"]
+
+
+def test_every_entry_point_is_a_function_of_a_context() -> None:
+    import inspect
+
+    for stage in STAGES:
+        fn = stage.function()
+        (param,) = inspect.signature(fn).parameters.values()
+        assert param.annotation in (StageContext, "StageContext"), stage.name
+
+
+def _top(key: str) -> str:
+    """The stage prefix of a layout key (``tasks/run_id=<id>/`` -> ``tasks``)."""
+    parts = [p for p in key.split("/") if p and not p.startswith("run_id=")]
+    return "/".join(p for p in parts if "." not in p and p != "*") or parts[0]
+
+
+def test_every_read_is_written_by_an_earlier_stage_or_is_an_input() -> None:
+    inputs = {"source", "envs", "index/dedup", "manifests"}  # given, cached or cross-run
+    written: set[str] = set()
+    for stage in STAGES:
+        for key in stage.reads:
+            top = _top(key)
+            if top == "corpus":  # the report reads every corpus table
+                assert any(w.startswith("corpus/") for w in written), stage.name
+                continue
+            assert top in inputs or top in written, f"{stage.name} reads {key} before it exists"
+        written |= {_top(k) for k in stage.writes}
+    assert {"corpus/sft", "corpus/dpo", "reports"} <= written
+
+
+def test_stage_list_serialises_for_an_orchestrator() -> None:
+    data = json.loads(json.dumps([s.to_dict() for s in STAGES]))
+    assert data[2]["entry"] == "swemill.pipeline.steps:tasks"
+    assert all(d["writes"] and d["doc"] for d in data)
+
+
+def test_unknown_stage_is_one_clear_error() -> None:
+    assert stage_named("corpus").name == "corpus"
+    with pytest.raises(ConfigError, match="unknown stage 'train'.*gate, env, tasks"):
+        stage_named("train")
+
+
+def test_config_hash_ignores_workers_only() -> None:
+    base = BuildConfig()
+    assert base.hash() == base.model_copy(update={"workers": 9}).hash()
+    assert base.hash() != BuildConfig(seed=1).hash()
+    assert base.hash() != BuildConfig(policies=("oracle",)).hash()
+    assert BuildConfig.from_manifest(base.resolved()) == base
+
+
+def test_defaults_are_the_scripted_pair() -> None:
+    assert BuildConfig().policies == ("oracle", "noisy-oracle:0.5")
+
+
+@pytest.mark.parametrize("bad", [{"policies": ()}, {"samples": 0}, {"holdout": 1.0},
+                                 {"backend": "vm"}, {"colour": "red"}])
+def test_bad_settings_are_refused(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        BuildConfig(**bad)
+
+
+def test_unreadable_recorded_config_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="recorded build config"):
+        BuildConfig.from_manifest({"samples": "many"})
