@@ -1,9 +1,103 @@
-"""``swemill replay`` (not built yet)."""
+"""``swemill replay``: ask heterogeneous teachers to act on a traces run's states and turn their
+disagreements into preference pairs for the corpus stage."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from swemill.cli._common import emit_json, fail
+
+MODES = ("realtime", "bedrock-batch", "auto")
+URGENCIES = ("low", "normal", "high")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the app. Nothing is registered until it is built."""
+    @app.command()
+    def replay(
+        traces: Annotated[str, typer.Option("--traces", help="Run id of a `traces ingest` run.")],
+        teachers: Annotated[str, typer.Option(
+            "--teachers", help="Comma-separated PROVIDER:MODEL, each optionally with @URL "
+                               "and #family=F;price=IN/OUT; providers: openai, openrouter, anthropic, bedrock, "
+                               "bedrock-batch.")],
+        out: Annotated[str, typer.Option("--out", help="Store root holding the traces run.")],
+        max_usd: Annotated[float | None, typer.Option(
+            "--max-usd", min=0.0, help="Dollar ceiling for the whole replay (never passed).")]
+        = None,
+        mode: Annotated[str, typer.Option(
+            "--mode", help="realtime, bedrock-batch or auto (batch when it pays).")] = "auto",
+        concurrency: Annotated[int, typer.Option(
+            "--concurrency", min=1, max=512, help="Realtime calls in flight.")] = 16,
+        max_tokens: Annotated[int, typer.Option(
+            "--max-tokens", min=16, help="Output tokens per teacher call.")] = 1024,
+        min_families: Annotated[int, typer.Option(
+            "--min-families", min=1, help="Model families the pool must span.")] = 3,
+        student_family: Annotated[str | None, typer.Option(
+            "--student-family", help="Family of the model to be trained (kept out of the "
+                                     "pool).")] = None,
+        allow_student_family: Annotated[bool, typer.Option(
+            "--allow-student-family", help="Allow teachers of the student's family.")] = False,
+        limit: Annotated[int | None, typer.Option(
+            "--limit", min=1, help="Replay only the first N states.")] = None,
+        urgency: Annotated[str, typer.Option(
+            "--urgency", help="low, normal or high (high never waits for batch jobs).")]
+        = "normal",
+        role_arn: Annotated[str | None, typer.Option(
+            "--role-arn", help="IAM role Bedrock batch jobs run as "
+                               "(default: $SWEMILL_BEDROCK_ROLE_ARN).")] = None,
+        records_per_job: Annotated[int | None, typer.Option(
+            "--records-per-job", min=1, help="Batch quota when Service Quotas is not "
+                                             "readable.")] = None,
+        min_records: Annotated[int | None, typer.Option(
+            "--min-records", min=1, help="Batch job floor; fewer records go realtime.")]
+        = None,
+        judge: Annotated[str | None, typer.Option(
+            "--judge", help="Policy spec of an optional judge for pairs without a "
+                            "signal.")] = None,
+        trajectories: Annotated[bool, typer.Option(
+            "--trajectories", help="Also write one-step teacher trajectories.")] = False,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
+        = False,
+    ) -> None:
+        """Replay a traces run with a heterogeneous teacher pool; write replies and pairs."""
+        from dataclasses import asdict, replace
+
+        from swemill.cli._common import console
+        from swemill.replay.batch_plan import BatchQuotas
+        from swemill.replay.run import ReplayConfig, run_replay
+        from swemill.store import Store
+
+        if mode not in MODES:
+            fail(f"unknown --mode {mode!r}: choose one of {', '.join(MODES)}")
+        if urgency not in URGENCIES:
+            fail(f"unknown --urgency {urgency!r}: choose one of {', '.join(URGENCIES)}")
+        quotas = BatchQuotas()
+        if records_per_job is not None:
+            quotas = replace(quotas, max_records_per_job=records_per_job,
+                             max_records_per_file=records_per_job,
+                             min_records_per_job=min(quotas.min_records_per_job,
+                                                     records_per_job))
+        if min_records is not None:
+            quotas = replace(quotas, min_records_per_job=min_records)
+        cfg = ReplayConfig(
+            teachers=[t for t in teachers.split(",") if t.strip()], max_usd=max_usd,
+            mode=mode, concurrency=concurrency,  # type: ignore[arg-type]
+            max_tokens=max_tokens, min_families=min_families, student_family=student_family,
+            allow_student_family=allow_student_family, limit=limit,
+            urgency=urgency,  # type: ignore[arg-type]
+            role_arn=role_arn, quotas=quotas, judge=judge, emit_trajectories=trajectories)
+        store = Store.open(out)
+        summary = run_replay(store, traces, cfg)
+        if json_out:
+            emit_json(asdict(summary))
+            return
+        c = summary.counts
+        console.print(
+            f"replay {traces}: {c.get('in', 0)} states, {c.get('replies', 0)} replies, "
+            f"{c.get('pairs', 0)} pairs (execution {c.get('pairs_execution', 0)}, error_signal "
+            f"{c.get('pairs_error_signal', 0)}, consensus {c.get('pairs_consensus', 0)}, judge "
+            f"{c.get('pairs_judge', 0)}); divergence {summary.divergence_rate:.1%}; "
+            f"cost ${summary.cost_usd:.4f}", highlight=False)
+        for slug, decision in summary.decisions.items():
+            console.print(f"  {slug}: {decision}", highlight=False)

@@ -1,0 +1,270 @@
+"""``swemill replay`` as one function: a traces run's states in, teacher replies and
+preference pairs out, written where the corpus stage reads them for the same run id.
+
+Order of work: check the pool and the credentials (nothing is called or written before),
+load the states, run the Bedrock batch teachers (their records below the job floor come
+back for realtime), run every realtime call under the one budget, extract pairs, write
+``replay/replies/`` and ``pairs/`` (and, on request, one-step teacher trajectories under
+``trajectories/``), then record counts, cost, teachers and job ids in the run manifest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from swemill.agent.budget import Budget
+from swemill.core.errors import ConfigError, StoreError
+from swemill.core.records import PreferencePair, Trajectory
+from swemill.core.tools import tool_schemas
+from swemill.policies.base import estimate_tokens
+from swemill.policies.retry import RetryPolicy
+from swemill.replay.batch_plan import BatchQuotas, ModeDecision, batch_vs_realtime
+from swemill.replay.extract import ExtractStats, PolicyJudge, extract_run
+from swemill.replay.realtime import replay_realtime
+from swemill.replay.records import REPLIES_STAGE, TeacherReply
+from swemill.replay.teachers import (
+    TeacherPool,
+    TeacherSpec,
+    check_credentials,
+    make_policy,
+    parse_teachers,
+)
+from swemill.store import Store
+from swemill.traces.load import load_states
+from swemill.traces.records import TraceState
+
+__all__ = ["ReplayConfig", "ReplayClients", "ReplaySummary", "run_replay", "PAIRS_SHARD"]
+
+Mode = Literal["realtime", "bedrock-batch", "auto"]
+PAIRS_SHARD = "replay-00000"
+_ROWS_PER_SHARD = 5000
+
+
+@dataclass(slots=True)
+class ReplayConfig:
+    teachers: list[str]
+    max_usd: float | None = None
+    mode: Mode = "auto"
+    concurrency: int = 16
+    max_tokens: int = 1024
+    min_families: int = 3
+    student_family: str | None = None
+    allow_student_family: bool = False
+    limit: int | None = None
+    urgency: Literal["low", "normal", "high"] = "normal"
+    role_arn: str | None = None
+    quotas: BatchQuotas = field(default_factory=BatchQuotas)
+    service_quotas: bool = True
+    judge: str | None = None
+    emit_trajectories: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    poll_initial_s: float = 30.0
+
+
+@dataclass(slots=True)
+class ReplayClients:
+    """AWS clients to use instead of building them (tests pass stubbed or faked ones)."""
+
+    bedrock: Any = None
+    bedrock_runtime: Any = None
+    service_quotas: Any = None
+    sleep: Callable[[float], None] | None = None
+
+
+@dataclass(slots=True)
+class ReplaySummary:
+    run_id: str
+    counts: dict[str, int]
+    cost_usd: float
+    divergence_rate: float
+    teachers: list[dict[str, Any]]
+    decisions: dict[str, str]
+    job_ids: list[str]
+    failed_records: dict[str, list[str]]
+    budget: dict[str, Any]
+
+
+def _aws(kind: str, existing: Any) -> Any:
+    if existing is not None:
+        return existing
+    import boto3
+
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    return boto3.client(kind, region_name=region)
+
+
+def _decide(t: TeacherSpec, states: list[TraceState], cfg: ReplayConfig,
+            tools: list[dict[str, Any]]) -> ModeDecision:
+    if not t.batch or cfg.mode == "realtime":
+        return ModeDecision("realtime", "realtime provider" if not t.batch else "--mode realtime")
+    if cfg.mode == "bedrock-batch":
+        return ModeDecision("bedrock-batch", "--mode bedrock-batch")
+    rt = bt = None
+    if t.price is not None:
+        prompt = sum(estimate_tokens(s.messages, tools) for s in states)
+        rt = (prompt * t.price.input + len(states) * cfg.max_tokens * t.price.output) / 1e6
+        bt = rt * 0.5
+    return batch_vs_realtime(len(states), cfg.quotas, realtime_usd=rt, batch_usd=bt,
+                             max_usd=cfg.max_usd, urgency=cfg.urgency)
+
+
+def _load(store: Store, run_id: str, limit: int | None) -> list[TraceState]:
+    if not store.exists(f"manifests/run_id={run_id}.json") and not store.list_keys(
+            f"traces/run_id={run_id}"):
+        raise StoreError(f"no traces run {run_id} in {store.url}: run `swemill traces ingest`")
+    states = load_states(store, run_id)
+    if limit is not None:
+        states = states[:limit]
+    if not states:
+        raise ConfigError(f"run {run_id} has no assistant turns to replay")
+    return states
+
+
+def run_replay(store: Store, run_id: str, cfg: ReplayConfig,
+               clients: ReplayClients | None = None,
+               progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
+    clients = clients or ReplayClients()
+    pool = TeacherPool(parse_teachers(cfg.teachers), cfg.student_family, cfg.min_families,
+                       cfg.allow_student_family)
+    if cfg.mode == "bedrock-batch" and not any(t.batch for t in pool.teachers):
+        raise ConfigError("--mode bedrock-batch needs at least one bedrock-batch: teacher")
+    check_credentials(pool.teachers)
+    states = _load(store, run_id, cfg.limit)
+    tools = tool_schemas()
+    budget = Budget(cfg.max_usd, name="replay")
+    decisions = {t.slug: _decide(t, states, cfg, tools) for t in pool.teachers}
+    replies: list[TeacherReply] = []
+    counts: Counter[str] = Counter()
+    jobs: list[Any] = []
+    fallback: dict[str, list[str]] = {}
+    batch_teachers = [t for t in pool.teachers if decisions[t.slug].mode == "bedrock-batch"]
+    if batch_teachers:
+        outcome = _run_batch(store, run_id, states, batch_teachers, budget, tools, cfg, clients)
+        replies += outcome.replies
+        counts.update({f"batch_{k}": v for k, v in outcome.counts.items()})
+        jobs, fallback = outcome.jobs, outcome.realtime
+    by_id = {s.state_id: s for s in states}
+    work = []
+    for t in pool.teachers:
+        mine = states if decisions[t.slug].mode == "realtime" else [
+            by_id[i] for i in fallback.get(t.slug, [])]
+        if mine:
+            policy = make_policy(t, max_tokens=cfg.max_tokens, retry=cfg.retry,
+                                 client=clients.bedrock_runtime if t.batch or
+                                 t.provider == "bedrock" else None)
+            work += [(s, t, policy) for s in mine]
+    counts["realtime_calls"] = len(work)
+    replies += replay_realtime(work, budget, tools, concurrency=cfg.concurrency,
+                               progress=progress)
+    judge = None
+    if cfg.judge:
+        from swemill.policies.base import policy_from_spec
+
+        judge = PolicyJudge(policy_from_spec(cfg.judge))
+    pairs, stats = extract_run(states, replies, min_families=cfg.min_families, judge=judge)
+    _write(store, run_id, replies, pairs, states, cfg.emit_trajectories)
+    return _record(store, run_id, pool, cfg, states, replies, pairs, stats, counts, budget,
+                   decisions, jobs)
+
+
+def _run_batch(store: Store, run_id: str, states: list[TraceState], teachers: list[TeacherSpec],
+               budget: Budget, tools: list[dict[str, Any]], cfg: ReplayConfig,
+               clients: ReplayClients) -> Any:
+    import time
+
+    from swemill.replay.batch_plan import quotas_from_service
+    from swemill.replay.bedrock_batch import BatchConfig, run_batch
+
+    role = cfg.role_arn or os.environ.get("SWEMILL_BEDROCK_ROLE_ARN", "")
+    bcfg = BatchConfig(role_arn=role, quotas=cfg.quotas, max_tokens=cfg.max_tokens,
+                       poll_initial_s=cfg.poll_initial_s)
+    quotas_for = None
+    if cfg.service_quotas:
+        sq = _aws("service-quotas", clients.service_quotas)
+        cache: dict[str, BatchQuotas] = {}
+
+        def quotas_for(t: TeacherSpec) -> BatchQuotas:
+            if t.model not in cache:
+                cache[t.model] = quotas_from_service(sq, t.model, cfg.quotas)
+            return cache[t.model]
+
+    return run_batch(store, run_id, states, teachers, budget, tools, bcfg,
+                     _aws("bedrock", clients.bedrock), quotas_for=quotas_for,
+                     sleep=clients.sleep or time.sleep)
+
+
+def _chunks(rows: list[Any]) -> list[list[Any]]:
+    return [rows[i:i + _ROWS_PER_SHARD] for i in range(0, len(rows), _ROWS_PER_SHARD)]
+
+
+def _write(store: Store, run_id: str, replies: list[TeacherReply], pairs: list[PreferencePair],
+           states: list[TraceState], emit_trajectories: bool) -> None:
+    from swemill.corpus.stage import PAIRS_STAGE
+
+    for k, chunk in enumerate(_chunks(replies)):
+        store.write_records(REPLIES_STAGE, run_id, f"{k:05d}", chunk)
+    for k, chunk in enumerate(_chunks(pairs)):
+        store.write_records(PAIRS_STAGE, run_id, f"replay-{k:05d}", chunk)
+    if emit_trajectories:
+        trajs = _teacher_trajectories(states, replies)
+        for k, chunk in enumerate(_chunks(trajs)):
+            store.write_records("trajectories", run_id, f"replay-{k:05d}", chunk)
+
+
+def _teacher_trajectories(states: list[TraceState], replies: list[TeacherReply]
+                          ) -> list[Trajectory]:
+    """One-step continuations: the state's history plus a teacher's action. They are kept
+    out of SFT (``admission="preference"``): an action that was never executed is no
+    demonstration."""
+    by_id = {s.state_id: s for s in states}
+    out = []
+    for r in replies:
+        state = by_id.get(r.state_id)
+        if state is None or not r.usable or r.message is None:
+            continue
+        out.append(Trajectory(
+            trajectory_id=f"{r.state_id}::{r.teacher}", source="replay", policy=r.spec,
+            messages=[*state.messages, r.message], usage=r.usage, admission="preference",
+            parent_id=state.trajectory_id, branch_point=state.prefix_len,
+            metadata={"state_id": r.state_id, "family": r.family, "mode": r.mode}))
+    return out
+
+
+def _record(store: Store, run_id: str, pool: TeacherPool, cfg: ReplayConfig,
+            states: list[TraceState], replies: list[TeacherReply], pairs: list[PreferencePair],
+            stats: ExtractStats, counts: Counter[str], budget: Budget,
+            decisions: dict[str, ModeDecision], jobs: list[Any]) -> ReplaySummary:
+    status = Counter(f"replies_{r.status}" for r in replies)
+    all_counts = {"in": len(states), "out": len(pairs), "replies": len(replies),
+                  **status, **stats.as_counts(), **counts}
+    failed = {}
+    for j in jobs:
+        if j.failed_records:
+            failed[f"{j.teacher}/{j.shard}"] = list(j.failed_records)
+    summary = ReplaySummary(
+        run_id=run_id, counts=dict(sorted(all_counts.items())), cost_usd=budget.spent_usd,
+        divergence_rate=stats.divergence_rate, teachers=pool.describe()["teachers"],
+        decisions={k: f"{d.mode}: {d.reason}" for k, d in decisions.items()},
+        job_ids=[j.arn for j in jobs if j.arn], failed_records=failed,
+        budget=budget.summary())
+    manifest = store.read_manifest(run_id) if store.exists(
+        f"manifests/run_id={run_id}.json") else None
+    if manifest is not None:
+        manifest.counts["replay"] = summary.counts
+        manifest.cost_usd += summary.cost_usd
+        manifest.teachers = [t.spec for t in pool.teachers]
+        manifest.job_ids = sorted(set(manifest.job_ids) | set(summary.job_ids))
+        manifest.metadata["replay"] = {
+            "pool": pool.describe(), "mode": cfg.mode, "decisions": summary.decisions,
+            "divergence_rate": summary.divergence_rate, "budget": summary.budget,
+            "failed_records": {k: v[:100] for k, v in failed.items()},
+            "jobs": [{"teacher": j.teacher, "shard": j.shard, "arn": j.arn, "status": j.status,
+                      "message": j.message, "records": j.records, "cost_usd": j.cost_usd,
+                      "input_tokens": j.input_tokens, "output_tokens": j.output_tokens}
+                     for j in jobs]}
+        store.write_manifest(manifest)
+    return summary
