@@ -17,6 +17,7 @@ from swemill.core.records import Golden, Task
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import open_sandbox
 from swemill.store import Store
+from swemill.synth.patches import file_diff
 from swemill.testing.runner import run_tests
 from swemill.validate.snapshot import unpack_tree
 
@@ -102,11 +103,7 @@ def make_calc_repo(root: Path) -> str:
 
 def bug_row(name: str, body: str) -> dict[str, object]:
     """A SWE-smith-shaped row whose bug replaces ``return a + b`` in ``add``."""
-    lines = "".join(f"+{ln}\n" for ln in body.splitlines())
-    patch = ("diff --git a/calcpkg/calc.py b/calcpkg/calc.py\n--- a/calcpkg/calc.py\n"
-             "+++ b/calcpkg/calc.py\n"
-             f"@@ -1,2 +1,{1 + len(body.splitlines())} @@\n def add(a, b):\n"
-             f"-    return a + b\n{lines}")
+    patch = file_diff("calcpkg/calc.py", CALC, CALC.replace("    return a + b", body, 1))
     return {"instance_id": f"calc.{name}", "repo": "example/calcpkg", "patch": patch,
             "image_name": f"local/{name}", "FAIL_TO_PASS": ["tests/test_calc.py::test_add"],
             "PASS_TO_PASS": ["tests/test_calc.py::test_mul"], "problem_statement": ""}

@@ -82,6 +82,10 @@ class StrategyYield:
     valid: int = 0
     """Accepted by the gates (a few more than written when combine needs material)."""
     drops: dict[str, int] = field(default_factory=dict)
+    """Validated candidates the gates refused, per reason."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Items the strategy passed over before validation (a row whose patch no longer
+    applies, an unparseable file ...), per reason."""
     note: str | None = None
     """Why the strategy produced nothing, when it did not."""
 
@@ -115,7 +119,8 @@ class TasksResult:
             "commit": self.commit, "license_tier": self.license_tier, "tasks": self.tasks,
             "candidates": self.candidates,
             "yields": {k: {"candidates": v.candidates, "tasks": v.tasks, "valid": v.valid,
-                           "yield": round(v.rate, 4), "drops": v.drops, "note": v.note}
+                           "yield": round(v.rate, 4), "drops": v.drops,
+                           "skipped": v.skipped, "note": v.note}
                        for k, v in self.yields.items()},
             "drops": self.drops, "timings_s": self.timings_s, "cpu_s": round(self.cpu_s, 3),
             "instance_ids": self.instance_ids, "audited": self.audited, "resumed": self.resumed,

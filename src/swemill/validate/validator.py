@@ -128,8 +128,10 @@ def _resumed(store: Store, run: _Run, name: str, manifest: RunManifest
         goldens = {g.instance_id: g for g in store.read_records("golden", run_id, Golden)}
         pairs = [(t, goldens[t.instance_id]) for t in tasks if t.instance_id in goldens]
     drops = {k.removeprefix("dropped_"): v for k, v in counts.items() if k.startswith("dropped_")}
+    skipped = {k.removeprefix("skipped_"): v for k, v in counts.items()
+               if k.startswith("skipped_")}
     return StrategyYield(counts.get("in", 0), len(pairs), counts.get("valid", len(pairs)),
-                         drops), pairs
+                         drops, skipped), pairs
 
 
 def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None = None, *,
@@ -218,6 +220,7 @@ def _one_strategy(run: _Run, pool: WorkerPool, view: RepoView, name: str, quota:
                       drops=dict(Counter(c.reason for c in stream.checked
                                          if not c.verdict.accepted)))
     y.note = strategy.report.reason
+    y.skipped = dict(strategy.report.skipped)
     result.yields[name] = y
     pairs = run.emit(written)
     if pairs:
@@ -238,7 +241,8 @@ def _collect(result: TasksResult, name: str, pairs: list[tuple[Task, Golden]]) -
 
 def _counts(y: StrategyYield) -> dict[str, int]:
     return {"in": y.candidates, "out": y.tasks, "valid": y.valid,
-            **{f"dropped_{k}": v for k, v in sorted(y.drops.items())}}
+            **{f"dropped_{k}": v for k, v in sorted(y.drops.items())},
+            **{f"skipped_{k}": v for k, v in sorted(y.skipped.items())}}
 
 
 def _record(store: Store, manifest: RunManifest, run: _Run, result: TasksResult,

@@ -1,0 +1,109 @@
+"""Bad input: each case is a counted drop with its reason or one clear error; nothing crashes
+the run and nothing half-written stays.
+
+Regression classes: a candidate whose tests hang must end at its adaptive timeout; one that
+kills the interpreter (``os._exit``, a segfault) must be a ``crashed`` drop and must not take
+the worker down for the next candidate; a patch that no longer applies is counted; a shallow
+clone gives pr-mirror nothing, and it says why.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from swemill.core.errors import EnvBuildError, GateRefused, SwemillError
+from swemill.core.records import Golden, Task
+from swemill.repo.envbuild import build_env
+from swemill.repo.sources import resolve_source
+from swemill.store import Store
+from swemill.validate.config import TasksConfig
+from swemill.validate.validator import run_tasks
+
+from .conftest import bug_row, independent_audit, make_calc_repo, run_git
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+HOSTILE = {
+    "good": "    return a - b",
+    "hang": "    while True:\n        pass",
+    "exit": "    import os\n    os._exit(3)",
+    "segv": "    import ctypes\n    return ctypes.string_at(0)",
+}
+
+
+def test_hostile_candidates_are_counted_drops(tmp_path: Path) -> None:
+    repo = tmp_path / "calc"
+    make_calc_repo(repo)
+    rows = [bug_row(name, body) for name, body in HOSTILE.items()]
+    stale = bug_row("stale", "    return b")
+    stale["patch"] = str(stale["patch"]).replace(" def add(a, b):", " def add(x, y):")
+    rows.append(stale)
+    rows_file = tmp_path / "rows.jsonl"
+    rows_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = Store(str(tmp_path / "out"))
+    cfg = TasksConfig(strategies=["rows"], rows=rows_file, max_tasks=4, workers=2)
+    result = run_tasks(str(repo), store, "h", cfg)
+
+    y = result.yields["rows"]
+    assert y.candidates == 4 and y.valid == 1 and result.tasks == 1
+    assert y.drops == {"timeout": 1, "crashed": 2}
+    assert y.skipped == {"bug_patch_does_not_apply": 1}
+    counts = store.read_manifest("h").counts["tasks.rows"]
+    assert counts["dropped_crashed"] == 2 and counts["dropped_timeout"] == 1
+    assert counts["skipped_bug_patch_does_not_apply"] == 1
+    # the one good row survived the hostile ones on the same workers, and is real
+    [task] = store.read_records("tasks", "h", Task)
+    [golden] = store.read_records("golden", "h", Golden)
+    assert task.FAIL_TO_PASS == ["tests/test_calc.py::test_add"]
+    assert task.PASS_TO_PASS == ["tests/test_calc.py::test_mul"]
+    env = build_env(resolve_source(str(repo)))
+    assert independent_audit(store, task, golden, env) == ([], [])
+
+
+def test_shallow_clone_gives_pr_mirror_nothing_and_says_so(tmp_path: Path) -> None:
+    origin = tmp_path / "origin"
+    make_calc_repo(origin)
+    (origin / "calcpkg" / "calc.py").write_text("def add(a, b):\n    return a + b + 0\n\n\n"
+                                                "def mul(a, b):\n    return a * b\n")
+    run_git(origin, "commit", "-q", "-am", "second")
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{origin}", str(shallow)],
+                   check=True, capture_output=True)
+    store = Store(str(tmp_path / "out"))
+    result = run_tasks(str(shallow), store, "p", TasksConfig(strategies=["pr-mirror"],
+                                                             max_tasks=2, workers=1))
+    assert result.tasks == 0 and result.candidates == 0
+    assert "shallow clone" in (result.yields["pr-mirror"].note or "")
+    assert not store.exists("tasks/run_id=p")  # nothing half-written that looks like tasks
+    assert store.read_manifest("p").counts["tasks"]["out"] == 0
+
+
+def test_no_tests_is_one_clear_error(tmp_path: Path) -> None:
+    repo = tmp_path / "notests"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "__init__.py").write_text("def f():\n    return 1\n")
+    with pytest.raises(EnvBuildError, match="no tests found"):
+        run_tasks(str(repo), Store(str(tmp_path / "out")), "n", TasksConfig())
+
+
+def test_no_python_code_is_one_clear_error(tmp_path: Path) -> None:
+    repo = tmp_path / "docs-only"
+    repo.mkdir()
+    (repo / "README.md").write_text("just words\n")
+    with pytest.raises(SwemillError) as info:
+        run_tasks(str(repo), Store(str(tmp_path / "out")), "n", TasksConfig())
+    assert len(str(info.value).splitlines()[0]) > 10
+    assert not (tmp_path / "out" / "tasks").exists()
+
+
+def test_contaminated_source_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    repo = tmp_path / "flask"
+    make_calc_repo(repo)
+    run_git(repo, "remote", "add", "origin", "https://github.com/pallets/flask.git")
+    with pytest.raises(GateRefused, match="refused"):
+        run_tasks(str(repo), Store(str(tmp_path / "out")), "c", TasksConfig())
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.parquet"))
