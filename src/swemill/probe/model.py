@@ -9,7 +9,7 @@ from typing import Any
 
 from swemill.core.errors import ConfigError
 
-__all__ = ["Placement", "place", "load_model", "looks_like_path"]
+__all__ = ["Placement", "place", "load_model", "looks_like_path", "check_model_spec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,14 @@ def looks_like_path(spec: str) -> bool:
             or os.sep in spec and Path(spec).expanduser().exists())
 
 
+def check_model_spec(spec: str) -> None:
+    """Fail early, before any heavy import, on a model directory that is not there."""
+    if not spec.strip():
+        raise ConfigError("--model is empty: give a model directory, a Hub id or 'tiny'")
+    if looks_like_path(spec) and not Path(spec).expanduser().is_dir():
+        raise ConfigError(f"model path {spec} does not exist (or is not a directory)")
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -46,8 +54,7 @@ def load_model(spec: str, placement: Placement) -> tuple[Any, Any]:
     import torch
     import transformers
 
-    if looks_like_path(spec) and not Path(spec).expanduser().is_dir():
-        raise ConfigError(f"model path {spec} does not exist (or is not a directory)")
+    check_model_spec(spec)
     where = str(Path(spec).expanduser()) if looks_like_path(spec) else spec
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(where)

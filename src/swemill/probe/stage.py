@@ -18,6 +18,7 @@ from swemill.core.records import RunManifest, utcnow
 from swemill.probe.config import TINY_MODEL, HeldOut, Margin, ProbeConfig, ProbeResult
 from swemill.probe.data import Splits, load_splits
 from swemill.probe.deps import require
+from swemill.probe.model import check_model_spec
 from swemill.store import Store
 from swemill.store.layout import manifest_key, report_key
 
@@ -103,6 +104,8 @@ def run_probe(store: Store, run_id: str, config: ProbeConfig, *,
     """Train, measure, write ``probe.json`` and the manifest's ``accepted``; returns the result."""
     say = say or (lambda _msg: None)
     started = time.monotonic()
+    if config.model != TINY_MODEL:
+        check_model_spec(config.model)
     modules = require()
     from swemill.probe.model import place
     from swemill.probe.train import lora_sft, quiet

@@ -19,19 +19,19 @@ SPECIAL_TOKENS = ["<|pad|>", "<|end|>", "<|start|>", "<tool_call>", "</tool_call
 
 # Roles are opened with <|start|>ROLE, closed with <|end|>; the tools list goes first, each
 # call is a JSON object inside <tool_call>, a tool result names the call it answers.
+NL = "{{ '\\n' }}"  # an explicit newline: chat templates run with trim_blocks
 CHAT_TEMPLATE = (
-    "{%- if tools %}<|start|>system\n<tools>\n"
-    "{%- for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools><|end|>\n{% endif %}"
-    "{%- for message in messages %}<|start|>{{ message.role }}"
-    "{%- if message.role == 'tool' %} {{ message.name }} {{ message.tool_call_id }}{% endif %}\n"
-    "{%- if message.reasoning_content %}<think>{{ message.reasoning_content }}</think>\n"
-    "{%- endif %}"
-    "{%- if message.content %}{{ message.content }}\n{% endif %}"
-    "{%- if message.tool_calls %}{% for call in message.tool_calls %}<tool_call>"
-    '{"name": {{ call.function.name | tojson }}, "arguments": '
-    "{{ call.function.arguments | tojson }}}</tool_call>\n{% endfor %}{% endif %}"
-    "<|end|>\n{% endfor %}"
-    "{%- if add_generation_prompt %}<|start|>assistant\n{% endif %}"
+    "{% if tools %}<|start|>system" + NL + "<tools>" + NL
+    + "{% for tool in tools %}{{ tool | tojson }}" + NL + "{% endfor %}</tools><|end|>" + NL
+    + "{% endif %}{% for message in messages %}<|start|>{{ message.role }}"
+    + "{% if message.role == 'tool' %} {{ message.name }} {{ message.tool_call_id }}{% endif %}"
+    + NL + "{% if message.reasoning_content %}<think>{{ message.reasoning_content }}</think>"
+    + NL + "{% endif %}{% if message.content %}{{ message.content }}" + NL + "{% endif %}"
+    + "{% if message.tool_calls %}{% for call in message.tool_calls %}<tool_call>"
+    + '{"name": {{ call.function.name | tojson }}, "arguments": '
+    + "{{ call.function.arguments | tojson }}}</tool_call>" + NL + "{% endfor %}{% endif %}"
+    + "<|end|>" + NL + "{% endfor %}"
+    + "{% if add_generation_prompt %}<|start|>assistant" + NL + "{% endif %}"
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import tempfile
 import time
 from typing import Any
@@ -41,7 +43,8 @@ def lora_sft(model: Any, tokenizer: Any, train: Any, config: ProbeConfig,
         trainer = SFTTrainer(model=model, args=args, processing_class=tokenizer,
                              train_dataset=train.select_columns(["messages", "tools"]),
                              peft_config=lora)
-        trainer.train()
+        with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its log lines
+            trainer.train()
     losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
     trained = trainer.model
     trained.eval()
