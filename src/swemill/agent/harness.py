@@ -154,18 +154,17 @@ class _Run:
         traj.admission = admit(traj)
 
 
-def _new(task: Any, policy: Policy, trajectory_id: str | None,
-         metadata: dict[str, Any] | None) -> Trajectory:
+def _new(task: Any, spec: str, synthetic: bool, trajectory_id: str | None,
+         metadata: dict[str, Any]) -> Trajectory:
     return Trajectory(trajectory_id=trajectory_id or uuid.uuid4().hex, task_id=task.instance_id,
-                      source="rollout", policy=policy.spec, synthetic=policy.synthetic,
-                      license_tier=task.license_tier,
-                      metadata={"family": policy.family, **(metadata or {})})
+                      source="rollout", policy=spec, synthetic=synthetic,
+                      license_tier=task.license_tier, metadata=metadata)
 
 
-def failed_trajectory(task: Any, policy: Policy, error: str, trajectory_id: str | None = None,
-                      stop: StopReason = "env_error") -> Trajectory:
-    """The record of a trajectory that could not start (its workspace could not be built)."""
-    traj = _new(task, policy, trajectory_id, {"stop_reason": stop, "turns": 0})
+def failed_trajectory(task: Any, spec: str, error: str, trajectory_id: str | None = None,
+                      stop: StopReason = "env_error", *, synthetic: bool = False) -> Trajectory:
+    """The record of a trajectory that could not start (no workspace, no policy)."""
+    traj = _new(task, spec, synthetic, trajectory_id, {"stop_reason": stop, "turns": 0})
     traj.error, traj.admission = error, "withheld"
     return traj
 
@@ -182,7 +181,8 @@ def collect_trajectory(env: TaskEnv, task: Any, policy: Policy, limits: Limits,
     in the state the prefix left (a fork, for sampling) and the policy continues from there.
     ``on_turn(turn, messages)`` is called before each model call (the sampler forks there).
     """
-    traj = _new(task, policy, trajectory_id, metadata)
+    traj = _new(task, policy.spec, policy.synthetic, trajectory_id,
+                {"family": policy.family, **(metadata or {})})
     run = _Run(env, policy, traj, on_step)
     started = time.monotonic()
     try:

@@ -120,7 +120,8 @@ def sample_task(env: TaskEnv, task: Any, policies: Sequence[Policy], limits: Lim
         env.reset(task)
     except SwemillError as exc:
         env.close()
-        samples = [failed_trajectory(task, p, f"workspace: {exc}", f"{prefix_id}#s{i}")
+        samples = [failed_trajectory(task, p.spec, f"workspace: {exc}", f"{prefix_id}#s{i}",
+                                     synthetic=p.synthetic)
                    for i, p in enumerate(policies)]
         for t in samples:
             if on_step is not None:

@@ -1,9 +1,154 @@
-"""``swemill rollout`` (not built yet)."""
+"""``swemill rollout --tasks ROOT|RUN_ID --policy SPEC --out ROOT``: graded trajectories."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+from swemill.cli._common import emit_json, fail
+
+if TYPE_CHECKING:
+    from swemill.store import Store
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the app. Nothing is registered until it is built."""
+    @app.command()
+    def rollout(
+        tasks: Annotated[str, typer.Option(
+            "--tasks", help="A run id whose tasks are in --out, or a store root holding tasks "
+            "(its newest run).")],
+        policy: Annotated[str, typer.Option(
+            "--policy", help="openai:MODEL[@URL], anthropic:MODEL, bedrock:MODEL_ID, oracle, "
+            "noisy-oracle:P, scripted:NAME; comma-separated for several teachers.")],
+        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
+        samples: Annotated[int | None, typer.Option(
+            "--samples", min=1, help="Candidates per task (gives each task's solve rate).")]
+        = None,
+        max_usd: Annotated[float | None, typer.Option(
+            "--max-usd", min=0.0, help="Dollar limit of the whole run; never exceeded.")] = None,
+        max_usd_task: Annotated[float | None, typer.Option(
+            "--max-usd-task", min=0.0, help="Dollar limit per task.")] = None,
+        workers: Annotated[int, typer.Option("--workers", min=1, help="Tasks run at once.")] = 1,
+        select: Annotated[str, typer.Option(
+            "--select", help="'all', or 'fractional': keep tasks solved sometimes, not always.")]
+        = "all",
+        price: Annotated[str | None, typer.Option(
+            "--price", help="IN,OUT dollars per million tokens ('0,0' for a free local server).")]
+        = None,
+        max_turns: Annotated[int, typer.Option("--max-turns", min=1)] = 50,
+        max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1)] = None,
+        branch_turns: Annotated[str, typer.Option(
+            "--branch-turns", help="Extra decision points (turns of the first sample), "
+            "e.g. '2,4'.")] = "",
+        backend: Annotated[str, typer.Option("--backend", help="auto, bwrap, local.")] = "auto",
+        run_id: Annotated[str | None, typer.Option(
+            "--run-id", help="Run to write (default: the tasks' run).")] = None,
+        resume: Annotated[bool, typer.Option(
+            "--resume", help="Skip shards that are already complete.")] = False,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
+        = False,
+    ) -> None:
+        """Run a policy on a run's tasks; write trajectories/ and pairs/ of the run."""
+        from pydantic import ValidationError as PydanticError
+
+        from swemill.agent.rollout import RolloutConfig, run_rollouts
+        from swemill.store import Store
+
+        if select not in ("all", "fractional"):
+            fail(f"unknown --select {select!r}: use 'all' or 'fractional'")
+        try:
+            turns = [int(t) for t in branch_turns.split(",") if t.strip()]
+        except ValueError:
+            fail(f"--branch-turns must be comma-separated turn numbers, got {branch_turns!r}")
+        try:
+            config = RolloutConfig(
+                policy=policy, samples=samples, max_usd=max_usd, max_usd_task=max_usd_task,
+                workers=workers, select=select, price=price, max_turns=max_turns,  # type: ignore[arg-type]
+                max_tasks=max_tasks, branch_turns=turns, backend=backend).check()
+        except PydanticError as exc:
+            fail(str(exc.errors()[0]["msg"]))
+        store = Store.open(out)
+        tasks_run = _tasks_run(store, tasks)
+        result = _run(store, tasks_run, config, run_id, resume, quiet=json_out, fn=run_rollouts)
+        if json_out:
+            emit_json(asdict(result))
+        else:
+            _print(result)
+
+
+def _tasks_run(store: Store, tasks: str) -> str:
+    """The run id of the tasks, copying them into ``store`` when they live in another root."""
+    from swemill.core.errors import StoreError
+    from swemill.store import Store
+
+    if tasks in store.list_runs("tasks"):
+        return tasks
+    try:
+        source = Store.open(tasks, check=False)
+        runs = source.list_runs("tasks")
+    except StoreError:
+        runs = []
+    if not runs:
+        fail(f"--tasks {tasks!r} is neither a run id with tasks in {store.url} nor a store "
+             "root holding tasks/")
+    run = runs[-1]
+    if source.url_for("") != store.url_for(""):
+        _copy_run(source, store, run)
+    return run
+
+
+def _copy_run(src: Store, dst: Store, run: str) -> None:
+    """Tasks, goldens, snapshots and the manifest of ``run`` (the corpus reads them there)."""
+    from swemill.core.records import Golden, Task
+    from swemill.store.layout import manifest_key, run_prefix, shard_name
+
+    if not dst.list_keys(run_prefix("tasks", run)):
+        for stage, model in (("tasks", Task), ("golden", Golden)):
+            if src.list_keys(run_prefix(stage, run)):
+                rows = src.read_records(stage, run, model)
+                dst.write_records(stage, run, shard_name(0, 1), rows)
+    prefix = f"snapshots/run_id={run}"
+    for name in src.list_keys(prefix):
+        key = f"{prefix}/{name}"
+        if not dst.exists(key):
+            dst.put_bytes(key, src.get_bytes(key))
+    if src.exists(manifest_key(run)) and not dst.exists(manifest_key(run)):
+        dst.put_bytes(manifest_key(run), src.get_bytes(manifest_key(run)))
+
+
+def _run(store: Store, tasks_run: str, config: Any, run_id: str | None, resume: bool,
+         quiet: bool, fn: Any) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from swemill.cli._common import console
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=console, transient=True, disable=quiet) as bar:
+        task = bar.add_task("starting", total=None)
+
+        def progress(label: str, done: int, total: int) -> None:
+            bar.update(task, description=label, completed=done, total=total or None)
+
+        return fn(store, tasks_run, config, run_id=run_id, resume=resume, progress=progress)
+
+
+def _print(r: Any) -> None:
+    from rich.console import Console
+
+    out = Console()
+    c = r.counts
+    out.print(f"run {r.run_id}: {c.get('trajectories', 0)} trajectories over {r.tasks} task(s), "
+              f"{c.get('pairs', 0)} preference pairs, ${r.cost_usd:.4f} spent", highlight=False)
+    out.print(f"admission: sft {c.get('sft', 0)}, preference {c.get('preference', 0)}, "
+              f"withheld {c.get('withheld', 0)}; failed {c.get('failed', 0)}, flagged "
+              f"{c.get('flagged', 0)}, format errors {c.get('format_errors', 0)}",
+              highlight=False)
+    if r.divergence_rate is not None:
+        out.print(f"divergence rate {r.divergence_rate:.2f}", highlight=False)
+    if r.shards_skipped:
+        out.print(f"{r.shards_skipped} shard(s) already complete (--resume)")
+    if r.stopped:
+        out.print(f"[yellow]stopped: the --max-usd budget is spent; {r.shards_stopped} "
+                  "shard(s) left for --resume[/]")
