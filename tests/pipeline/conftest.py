@@ -62,6 +62,7 @@ def error_line(proc: subprocess.CompletedProcess[str]) -> str:
 class Cli:
     """The helpers above as a fixture (test modules cannot import this conftest)."""
 
+    BUILD_ARGS = BUILD_ARGS
     run = staticmethod(swemill)
     build_json = staticmethod(build_json)
     error_line = staticmethod(error_line)

@@ -132,25 +132,31 @@ class _Display:
 
 
 def _print_summary(result: BuildResult) -> None:
+    """Plain lines on stdout (URLs never wrapped, so they can be copied)."""
     from rich.console import Console
-    from rich.table import Table
+
+    from swemill.pipeline import STAGES
 
     m = result.manifest
     where = result.locations()
     rows = result.rows
-    table = Table(title=f"swemill build: run {result.run_id} ({m.status})", show_header=False)
-    table.add_row("SFT Parquet", f"{where['sft']}  ({rows['sft_train']} rows)")
-    table.add_row("DPO Parquet", f"{where['dpo']}  ({rows['dpo_train']} rows)")
-    table.add_row("held out", f"{where['holdout']}  ({rows['sft_holdout']} SFT, "
-                              f"{rows['dpo_holdout']} DPO rows)")
-    table.add_row("dataset card", where["card"])
-    table.add_row("report", where["report"])
-    table.add_row("manifest", where["manifest"])
-    table.add_row("cost", f"${m.cost_usd:.4f}")
-    table.add_row("time", ", ".join(f"{k} {v:.1f}s" for k, v in m.timings_s.items()))
+    lines = [
+        ("SFT Parquet", f"{where['sft']}/  ({rows['sft_train']} rows)"),
+        ("DPO Parquet", f"{where['dpo']}/  ({rows['dpo_train']} rows)"),
+        ("held out", f"{where['holdout']}/  ({rows['sft_holdout']} SFT, "
+                     f"{rows['dpo_holdout']} DPO rows)"),
+        ("dataset card", where["card"]),
+        ("report", where["report"]),
+        ("manifest", where["manifest"]),
+        ("cost", f"${m.cost_usd:.4f}"),
+        ("time", ", ".join(f"{s.name} {m.timings_s[s.name]:.1f}s" for s in STAGES
+                           if s.name in m.timings_s)),
+    ]
     if result.skipped:
-        table.add_row("resumed", "skipped (already finished): " + ", ".join(result.skipped))
-    out = Console()
-    out.print(table)
-    out.print(f'load: datasets.load_dataset("parquet", data_files="{where["sft"]}/*.parquet")',
-              highlight=False, markup=False, soft_wrap=True)
+        lines.append(("resumed", "already finished: " + ", ".join(result.skipped)))
+    out = Console(soft_wrap=True, highlight=False)
+    out.print(f"[bold]swemill build[/]: run {result.run_id} {m.status}")
+    for key, value in lines:
+        out.print(f"  {key:13} {value}", markup=False)
+    load = f'datasets.load_dataset("parquet", data_files="{where["sft"]}/*.parquet")'
+    out.print(f"  {'load with':13} {load}", markup=False)

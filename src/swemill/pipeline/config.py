@@ -28,10 +28,10 @@ class BuildConfig(BaseModel):
 
     policies: tuple[str, ...] = DEFAULT_POLICIES
     """Policy specs for the rollouts (``oracle``, ``noisy-oracle:P``, ``openai:MODEL``...)."""
-    samples: int = Field(default=2, ge=1)
+    samples: int = Field(default=4, ge=1)
     """Rollouts per task and policy (several samples give the preference pairs)."""
-    max_tasks: int | None = Field(default=4, ge=1)
-    """Validated tasks to keep from the source; None keeps every one."""
+    max_tasks: int = Field(default=4, ge=1)
+    """Validated tasks to write, shared between the synthesis strategies."""
     strategies: tuple[str, ...] | None = None
     """Synthesis strategies; None uses the tasks stage's defaults."""
     workers: int = Field(default=2, ge=1)

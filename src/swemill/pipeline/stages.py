@@ -85,7 +85,7 @@ STAGES: tuple[Stage, ...] = (
           resumable=True, shards=("tasks", "golden")),
     Stage("rollouts", "swemill.pipeline.steps:rollouts",
           reads=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"snapshots/{_RUN}/"),
-          writes=(f"trajectories/{_RUN}/", f"pairs/{_RUN}/"),
+          writes=(f"trajectories/{_RUN}/", f"pairs/{_RUN}/", f"rollouts/{_RUN}/"),
           doc="Run the policies on every task, grade with the oracle, sample preference pairs.",
           resumable=True, shards=("trajectories", "pairs")),
     Stage("corpus", "swemill.pipeline.steps:corpus",

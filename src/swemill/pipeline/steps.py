@@ -7,10 +7,11 @@ CLI shows). Heavy modules are imported inside the functions, so listing the stag
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import Any, TypeVar
 
-from swemill.core.errors import ConfigError
+from pydantic import BaseModel
+
+from swemill.core.errors import ConfigError, CorpusError
 from swemill.core.records import RunManifest
 from swemill.pipeline.manifest import update_manifest
 from swemill.pipeline.stages import StageContext
@@ -18,17 +19,7 @@ from swemill.store.layout import env_prefix, gate_verdicts_key
 
 __all__ = ["gate", "env", "tasks", "rollouts", "corpus", "report"]
 
-
-def _contract(module: str, *names: str) -> list[Any]:
-    """Functions and configs of a stage built elsewhere, with one clear error when absent."""
-    try:
-        mod = importlib.import_module(module)
-        return [getattr(mod, n) for n in names]
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(
-            f"this swemill has no {module}.{names[0]} ({type(exc).__name__}: {exc}); "
-            "the stage cannot run"
-        ) from exc
+M = TypeVar("M", bound=BaseModel)
 
 
 def gate(ctx: StageContext) -> dict[str, int]:
@@ -85,34 +76,48 @@ def env(ctx: StageContext) -> dict[str, int]:
     return {"tests": counts["tests"], "flaky": counts["flaky"]}
 
 
-def _fields(config_cls: type, wanted: dict[str, Any]) -> dict[str, Any]:
-    """The build settings a stage's config has fields for (dataclass or pydantic)."""
-    names = set(getattr(config_cls, "model_fields", None) or
-                getattr(config_cls, "__dataclass_fields__", {}))
-    return {k: v for k, v in wanted.items() if k in names and v is not None}
+def _config(cls: type[M], **values: Any) -> M:
+    """A stage's own config from the build's settings; a refusal is one ConfigError line."""
+    from pydantic import ValidationError
+
+    try:
+        return cls(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(map(str, err["loc"]))
+        raise ConfigError(f"{cls.__name__}: {where}: {err['msg']}") from exc
 
 
 def tasks(ctx: StageContext) -> dict[str, int]:
-    run_tasks, config_cls = _contract("swemill.validate.validator", "run_tasks", "TasksConfig")
+    from swemill.validate.config import TasksConfig
+    from swemill.validate.validator import run_tasks
+
     c = ctx.config
-    config = config_cls(**_fields(config_cls, {
-        "max_tasks": c.max_tasks, "workers": c.workers, "seed": c.seed, "backend": c.backend,
-        "strategies": c.strategies, "allow_contaminated": c.allow_contaminated}))
+    config = _config(TasksConfig, max_tasks=c.max_tasks, workers=c.workers, seed=c.seed,
+                     backend=c.backend, allow_contaminated=c.allow_contaminated,
+                     strategies=list(c.strategies) if c.strategies else None)
     result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, resume=ctx.resume,
                        progress=_progress(ctx))
-    return _summary(result, ("tasks", "candidates"))
+    return {"tasks": result.tasks, "candidates": result.candidates}
 
 
 def rollouts(ctx: StageContext) -> dict[str, int]:
-    run_rollouts, config_cls = _contract("swemill.agent.rollout", "run_rollouts",
-                                         "RolloutConfig")
+    from swemill.agent.rollout import run_rollouts
+    from swemill.agent.rollout_config import RolloutConfig
+
     c = ctx.config
-    config = config_cls(**_fields(config_cls, {
-        "policies": c.policies, "samples": c.samples, "workers": c.workers, "seed": c.seed,
-        "max_usd": c.max_usd, "backend": c.backend}))
+    config = _config(RolloutConfig, policy=",".join(c.policies), samples=c.samples,
+                     workers=c.workers, seed=c.seed, max_usd=c.max_usd, backend=c.backend)
     result = run_rollouts(ctx.store, ctx.run_id, config, run_id=ctx.run_id, resume=ctx.resume,
                           progress=_progress(ctx))
-    return _summary(result, ("trajectories", "pairs"))
+    if result.stopped:  # the dollar budget ran out: the corpus is built from what was paid for
+        note = (f"--max-usd {c.max_usd} stopped the rollouts: {result.shards_stopped} task "
+                "shard(s) not rolled out")
+        ctx.say(note)
+        update_manifest(ctx.store, ctx.run_id,
+                        lambda m: m.metadata.setdefault("build", {}).setdefault(
+                            "warnings", []).append(note))
+    return {"trajectories": result.trajectories, "pairs": result.pairs}
 
 
 def corpus(ctx: StageContext) -> dict[str, int]:
@@ -124,7 +129,16 @@ def corpus(ctx: StageContext) -> dict[str, int]:
     ctx.say("filter, scrub, dedup, split")
     config = CorpusConfig(emit_wm=c.emit_wm,
                           split=SplitConfig(holdout_fraction=c.holdout, seed=c.seed))
-    summary = run_corpus(ctx.store, ctx.run_id, config, resume=ctx.resume)
+    try:
+        summary = run_corpus(ctx.store, ctx.run_id, config, resume=ctx.resume)
+    except CorpusError as exc:
+        counts = ctx.store.read_manifest(ctx.run_id).counts
+        dups = sum(n for stage in ("corpus.sft", "corpus.dpo")
+                   for k, n in counts.get(stage, {}).items() if k.endswith("_duplicate"))
+        if not dups:
+            raise
+        raise CorpusError(f"{exc}; {dups} row(s) repeat earlier runs under {ctx.store.url}: "
+                          "build into another --out, or with another --seed") from exc
     return dict(summary.rows)
 
 
@@ -141,14 +155,3 @@ def _progress(ctx: StageContext) -> Any:
     def progress(label: str, done: int = 0, total: int = 0) -> None:
         ctx.say(f"{label} ({done}/{total})" if total else label)
     return progress
-
-
-def _summary(result: Any, names: tuple[str, ...]) -> dict[str, int]:
-    out = {}
-    for name in names:
-        value = getattr(result, name, None)
-        if isinstance(value, int):
-            out[name] = value
-        elif isinstance(value, list | tuple | dict):
-            out[name] = len(value)
-    return out
