@@ -3,14 +3,17 @@
 At most ``concurrency`` calls are in flight. Each call goes through
 :func:`swemill.agent.budget.acall_with_budget`: the call's worst case is reserved before it is
 sent and the real cost settled after, so ``--max-usd`` holds however many calls overlap. A
-call the budget refuses is not sent and is recorded as ``status="budget"``; transient errors
-(429, 5xx, dropped connections) are retried by the policy's :class:`RetryPolicy`; whatever
-still fails is recorded on its reply with the reason. One failed call never stops the run.
+call the budget refuses while other calls hold reservations waits for them to settle and
+tries again; one refused with nothing in flight is not sent and is recorded as
+``status="budget"``. Transient errors (429, 5xx, dropped connections) are retried by the
+policy's :class:`RetryPolicy`; whatever still fails is recorded on its reply with the
+reason. One failed call never stops the run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,20 +35,50 @@ def teacher_messages(state: TraceState) -> list[Message]:
     return list(state.messages)
 
 
+class _Settled:
+    """Wakes calls the budget refused while other calls still held reservations: once one
+    of those settles (usually far below its worst case) a refused call may fit after all."""
+
+    def __init__(self) -> None:
+        self.cond = asyncio.Condition()
+        self.generation = 0
+
+    async def wait_after(self, seen: int, budget: Budget) -> None:
+        async with self.cond:
+            while self.generation == seen and budget.reserved_usd > 0:
+                # The timeout is a safety net; settles notify.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.cond.wait(), timeout=1.0)
+
+    async def notify(self) -> None:
+        async with self.cond:
+            self.generation += 1
+            self.cond.notify_all()
+
+
 async def _one(state: TraceState, teacher: TeacherSpec, policy: Policy, budget: Budget,
-               tools: list[dict[str, Any]], gate: asyncio.Semaphore) -> TeacherReply:
+               tools: list[dict[str, Any]], gate: asyncio.Semaphore,
+               settled: _Settled) -> TeacherReply:
     def failed(status: str, exc: Exception) -> TeacherReply:
         return TeacherReply(state_id=state.state_id, teacher=teacher.slug, spec=teacher.spec,
                             family=teacher.family, mode="realtime",
                             status=status, error=one_line(exc))  # type: ignore[arg-type]
 
-    async with gate:
-        try:
-            reply = await acall_with_budget(policy, budget, teacher_messages(state), tools)
-        except BudgetExceeded as exc:
-            return failed("budget", exc)
-        except SwemillError as exc:  # the per-item boundary: record and go on
-            return failed("error", exc)
+    while True:
+        seen = settled.generation
+        async with gate:
+            try:
+                reply = await acall_with_budget(policy, budget, teacher_messages(state), tools)
+            except BudgetExceeded as exc:
+                if budget.reserved_usd <= 0:  # nothing in flight can free money: final
+                    return failed("budget", exc)
+            except SwemillError as exc:  # the per-item boundary: record and go on
+                await settled.notify()
+                return failed("error", exc)
+            else:
+                await settled.notify()
+                break
+        await settled.wait_after(seen, budget)
     return reply_from_message(state.state_id, teacher.slug, teacher.spec, teacher.family,
                               "realtime", reply.message, reply.usage, reply.format_errors)
 
@@ -76,8 +109,8 @@ async def areplay_work(
     come back in the items' order."""
     if concurrency < 1:
         raise SwemillError(f"concurrency must be at least 1, got {concurrency}")
-    gate = asyncio.Semaphore(concurrency)
-    jobs = [_one(s, t, p, budget, tools, gate) for s, t, p in work]
+    gate, settled = asyncio.Semaphore(concurrency), _Settled()
+    jobs = [_one(s, t, p, budget, tools, gate, settled) for s, t, p in work]
     total, done = len(jobs), 0
     replies: list[TeacherReply | None] = [None] * total
 

@@ -1,0 +1,114 @@
+"""Realtime replay against three fake OpenAI-compatible teachers on loopback, with costs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swemill.core.records import PreferencePair
+from swemill.corpus.stage import PAIRS_STAGE
+from swemill.policies.fake_server import FakeError, FakeReply, Step, tool_reply
+from swemill.policies.retry import RetryPolicy
+from swemill.replay.records import REPLIES_STAGE, TeacherReply
+from swemill.replay.run import ReplayConfig, run_replay
+
+from .conftest import ingested, teachers
+
+FAST = RetryPolicy(max_attempts=4, base_s=0.01, max_s=0.05)
+
+
+class Arrivals:
+    """A script that answers ``ls`` after ``delay_s`` and notes when each request came."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.times: list[float] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> Step:
+        with self.lock:
+            self.times.append(time.monotonic())
+        return tool_reply("bash", {"command": "ls"}, delay_s=self.delay_s)
+
+
+def most_in_window(times: list[float], window: float) -> int:
+    """The most arrivals inside any half-open window of ``window`` seconds."""
+    times = sorted(times)
+    best, lo = 0, 0
+    for hi, t in enumerate(times):
+        while times[lo] <= t - window:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+@pytest.mark.slow
+def test_max_usd_holds_with_16_concurrent_requests(tmp_path: Path) -> None:
+    store, run = ingested(tmp_path, turns=40)
+    scripts = [Arrivals(0.25) for _ in range(3)]
+    max_usd = 0.1
+    with teachers(scripts) as specs:  # type: ignore[arg-type]
+        summary = run_replay(store, run, ReplayConfig(teachers=specs, max_usd=max_usd,
+                                                      concurrency=16, retry=FAST))
+    replies = store.read_records(REPLIES_STAGE, run, TeacherReply)
+    sent = sum(len(s.times) for s in scripts)
+    ok = [r for r in replies if r.status == "ok"]
+    refused = [r for r in replies if r.status == "budget"]
+    # The limit bit: some calls were refused, none of them reached a server.
+    assert refused and ok and len(replies) == 41 * 3
+    assert sent == len(ok) == len(replies) - len(refused)
+    # What the providers billed (their reported usage.cost) never passed the limit.
+    billed = sum(r.usage.cost_usd for r in ok)
+    assert 0 < billed <= max_usd
+    assert abs(summary.cost_usd - billed) < 1e-9
+    assert summary.budget["overrun_usd"] == 0
+    # Up to 16 calls overlapped (each takes 0.25 s): never more, and really concurrent.
+    peak = most_in_window([t for s in scripts for t in s.times], 0.25)
+    assert 12 <= peak <= 16, peak
+    manifest = store.read_manifest(run)
+    assert manifest.counts["replay"]["replies_budget"] == len(refused)
+    assert manifest.teachers == specs
+
+
+def test_pairs_carry_their_source_and_reach_the_pairs_stage(tmp_path: Path) -> None:
+    store, run = ingested(tmp_path, turns=5, errors={1, 3})
+    always_ls = [tool_reply("bash", {"command": "ls"})]
+    with teachers([always_ls] * 3, repeat_last=True) as specs:
+        summary = run_replay(store, run, ReplayConfig(teachers=specs, max_usd=1.0, retry=FAST))
+    pairs = store.read_records(PAIRS_STAGE, run, PreferencePair)
+    by_state = {p.state_id: p.preference_source for p in pairs}
+    # Turns 1 and 3 failed: error_signal; the others (and the closing text turn) are
+    # outvoted by three families agreeing on `ls`: consensus.
+    assert by_state == {"sess::0000": "consensus", "sess::0001": "error_signal",
+                        "sess::0002": "consensus", "sess::0003": "error_signal",
+                        "sess::0004": "consensus", "sess::0005": "consensus"}
+    assert all(p.metadata["rejected_by"] == "original" for p in pairs)
+    assert summary.counts["pairs_error_signal"] == 2 and summary.counts["pairs_consensus"] == 4
+    assert summary.divergence_rate == 1.0
+    meta = store.read_manifest(run).metadata["replay"]
+    assert meta["pool"]["families"] == ["meta", "mistral", "qwen"]
+    assert meta["pool"]["min_families"] == 3
+
+
+def test_transient_errors_are_retried_and_hard_errors_recorded(tmp_path: Path) -> None:
+    store, run = ingested(tmp_path, turns=2)
+    flaky: list[Step] = [FakeError(503), FakeError(429, retry_after=0),
+                         *[tool_reply("bash", {"command": "ls"})] * 3]
+    broken: list[Step] = [FakeError(400, "model not found")]
+    fine: list[Step] = [FakeReply(text="All done.")]
+    with teachers([flaky, broken, fine], repeat_last=True) as specs:
+        summary = run_replay(store, run, ReplayConfig(teachers=specs, concurrency=1,
+                                                      retry=FAST))
+    replies = store.read_records(REPLIES_STAGE, run, TeacherReply)
+    by_teacher: dict[str, list[str]] = {}
+    for r in replies:
+        by_teacher.setdefault(r.family, []).append(r.status)
+    assert by_teacher["qwen"] == ["ok"] * 3  # two transient failures, retried
+    assert by_teacher["meta"] == ["error"] * 3
+    assert all("HTTP 400" in r.error for r in replies if r.family == "meta")
+    assert by_teacher["mistral"] == ["ok"] * 3
+    assert summary.counts["replies_error"] == 3
