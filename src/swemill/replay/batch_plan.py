@@ -69,16 +69,25 @@ class ShardPlan:
     reasons: dict[str, int] = field(default_factory=dict)
 
 
-def _greedy(sizes: Sequence[int], q: BatchQuotas, order: list[int]) -> list[list[int]]:
+def _greedy(sizes: Sequence[int], q: BatchQuotas, plan: ShardPlan) -> list[list[int]]:
+    """Contiguous groups within the quotas; a record too large for any file ends its group
+    and goes realtime, so that every group stays one contiguous span."""
     groups: list[list[int]] = []
     cur: list[int] = []
     cur_bytes = 0
-    for i in order:
-        if cur and (len(cur) >= q.records_limit or cur_bytes + sizes[i] > q.bytes_limit):
+    for i, size in enumerate(sizes):
+        if size > q.bytes_limit:
+            plan.realtime.append(i)
+            plan.reasons["record_too_large"] = plan.reasons.get("record_too_large", 0) + 1
+            if cur:
+                groups.append(cur)
+            cur, cur_bytes = [], 0
+            continue
+        if cur and (len(cur) >= q.records_limit or cur_bytes + size > q.bytes_limit):
             groups.append(cur)
             cur, cur_bytes = [], 0
         cur.append(i)
-        cur_bytes += sizes[i]
+        cur_bytes += size
     if cur:
         groups.append(cur)
     return groups
@@ -88,18 +97,10 @@ def plan_shards(sizes: Sequence[int], quotas: BatchQuotas) -> ShardPlan:
     """Contiguous shards over records of the given JSONL line sizes (bytes, newline
     included). Pure and linear: 250,000 records plan in well under a second."""
     plan = ShardPlan()
-    fits = []
-    for i, size in enumerate(sizes):
-        if size > quotas.bytes_limit:
-            plan.realtime.append(i)
-            plan.reasons["record_too_large"] = plan.reasons.get("record_too_large", 0) + 1
-        else:
-            fits.append(i)
-    groups = _greedy(sizes, quotas, fits)
+    groups = _greedy(sizes, quotas, plan)
     floor = quotas.min_records_per_job
-    if len(groups) >= 2 and len(groups[-1]) < floor:
-        moved = _rebalance(groups[-2], groups[-1], sizes, quotas)
-        groups[-2:] = moved
+    if len(groups) >= 2 and len(groups[-1]) < floor and groups[-2][-1] + 1 == groups[-1][0]:
+        groups[-2:] = _rebalance(groups[-2], groups[-1], sizes, quotas)
     kept = []
     for g in groups:
         if len(g) < floor:
@@ -136,20 +137,25 @@ _QUOTA_FIELDS = [
     (re.compile(r"^batch inference input file size \(in gb\) for (.+)$"), "max_file_bytes", GB),
     (re.compile(r"^batch inference job size \(in gb\) for (.+)$"), "max_job_bytes", GB),
 ]
-_NOISE = re.compile(r"^(?:v\d+|\d{8}|\d+k|instruct|chat|latest|\d)$")
+_NOISE = {"instruct", "chat", "latest", "amazon", "anthropic", "meta", "model"}
 
 
-def _model_tokens(model_id: str) -> list[str]:
+def _words(text: str) -> frozenset[str]:
+    """Letters and numbers apart ("llama3" -> llama, 3), without noise words or dates."""
+    return frozenset(w for w in re.findall(r"[a-z]+|\d+", text.lower())
+                     if w not in _NOISE and not re.fullmatch(r"\d{6,8}", w))
+
+
+def _model_words(model_id: str) -> frozenset[str]:
     m = re.sub(r"^(?:us|eu|apac|global)\.", "", model_id.lower())
-    m = m.split(".", 1)[1] if "." in m.split("-")[0] else m
-    m = m.split(":")[0]
-    return [t for t in re.split(r"[^a-z0-9]+", m) if t and not _NOISE.match(t)]
+    m = m.split(".", 1)[1] if "." in m.split("-")[0] else m  # vendor prefix
+    return _words(re.sub(r"-v\d+(?::\d+)?$", "", m))
 
 
-def _matches(model_tokens: list[str], quota_model: str) -> bool:
-    words = set(re.split(r"[^a-z0-9]+", quota_model.lower()))
-    return bool(model_tokens) and all(t in words or t.replace("llama", "") in words
-                                       for t in model_tokens)
+def _matches(model: frozenset[str], quota_model: str) -> bool:
+    """A quota names the model when both say the same words ("Claude 3.5 Haiku" is
+    ``anthropic.claude-3-5-haiku-20241022-v1:0``, and "Claude 3 Haiku" is not)."""
+    return bool(model) and model == _words(quota_model)
 
 
 def quotas_from_service(client: Any, model_id: str, fallback: BatchQuotas) -> BatchQuotas:
@@ -157,7 +163,7 @@ def quotas_from_service(client: Any, model_id: str, fallback: BatchQuotas) -> Ba
     ``fallback`` when they cannot be read (no permission, no match)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    tokens = _model_tokens(model_id)
+    tokens = _model_words(model_id)
     found: dict[str, int] = {}
     try:
         for page in client.get_paginator("list_service_quotas").paginate(ServiceCode="bedrock"):
