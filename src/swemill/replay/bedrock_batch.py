@@ -14,7 +14,8 @@ joined back by ``recordId``.
    records by ``recordId`` (their order is not guaranteed): an ``error`` line keeps its
    message on that record's reply, a record with no line is an error too, and a line whose
    ``recordId`` was never sent is dropped and counted. Token totals for the bill come from
-   ``manifest.json.out``. ``Failed``, ``Stopped`` and ``Expired`` jobs mark their records.
+   ``manifest.json.out``. A ``Stopped`` or ``Expired`` job's partial output is read the same
+   way; ``Failed`` jobs (and those without output) mark all their records failed.
 """
 
 from __future__ import annotations
@@ -267,7 +268,9 @@ def _finish(job: _Job, store: Store, budget: Budget, out: BatchOutcome,
     info, t = job.info, job.teacher
     out.jobs.append(info)
     usage = Usage()
-    if info.status in _READABLE:
+    partial = info.status in ("Expired", "Stopped") and bool(
+        info.output_prefix and store.list_keys(info.output_prefix))
+    if info.status in _READABLE or partial:
         replies, usage, counts = read_job_output(store, info, t, job.fmt, job.record_ids,
                                                  cfg.discount)
         out.replies += replies
