@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 import typer
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 
 console = Console(stderr=True)
 
@@ -16,7 +17,7 @@ console = Console(stderr=True)
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print one clear error line and exit non-zero."""
     first = message.strip().splitlines()[0] if message.strip() else "unknown error"
-    console.print(f"[bold red]error:[/] {first}", highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

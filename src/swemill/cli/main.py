@@ -57,6 +57,8 @@ def main() -> None:
     """Entry point: any :class:`SwemillError` becomes one red line and exit code 2."""
     import sys
 
+    from rich.markup import escape
+
     from swemill.cli._common import console
     from swemill.core.errors import SwemillError
 
@@ -64,5 +66,5 @@ def main() -> None:
         app()
     except SwemillError as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        console.print(f"[bold red]error:[/] {first}", highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)
         sys.exit(2)
