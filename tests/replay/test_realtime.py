@@ -112,3 +112,20 @@ def test_transient_errors_are_retried_and_hard_errors_recorded(tmp_path: Path) -
     assert all("HTTP 400" in r.error for r in replies if r.family == "meta")
     assert by_teacher["mistral"] == ["ok"] * 3
     assert summary.counts["replies_error"] == 3
+
+
+def test_calls_outside_the_algebra_reach_teachers_as_text() -> None:
+    from swemill.core.records import Message, ToolResultBlock, ToolUseBlock
+    from swemill.core.tools import ToolCall
+    from swemill.replay.realtime import teacher_messages
+
+    from .conftest import state
+
+    s = state()
+    todo = ToolCall("other:TodoWrite", {"todos": [{"content": "fix"}]}, id="t9")
+    s.messages += [Message(role="assistant", content=[ToolUseBlock(call=todo)]),
+                   Message(role="user", content=[ToolResultBlock(call_id="t9", content="ok")])]
+    shown = teacher_messages(s)
+    assert [c.name for m in shown for c in m.tool_calls] == ["bash"]  # the algebra's call stays
+    assert shown[-2].text.startswith("[used TodoWrite: {") and shown[-1].text == "[result: ok]"
+    assert shown[:3] == s.messages[:3]

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from swemill.agent.budget import Budget, acall_with_budget
 from swemill.core.errors import BudgetExceeded, SwemillError
-from swemill.core.records import Message
+from swemill.core.records import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from swemill.core.tools import OTHER_PREFIX
 from swemill.policies.base import Policy, one_line
 from swemill.replay.records import TeacherReply, reply_from_message
 from swemill.replay.teachers import TeacherSpec
@@ -31,8 +33,26 @@ Progress = Callable[[int, int], None]
 
 
 def teacher_messages(state: TraceState) -> list[Message]:
-    """What a teacher sees: the state's history, which ends before the original's answer."""
-    return list(state.messages)
+    """What a teacher sees: the state's history, which ends before the original's answer.
+
+    Calls outside the algebra (``other:TodoWrite``...) cannot travel as tool calls: providers
+    accept only tool names like ``[A-Za-z0-9_-]+`` and a tool result must answer a call. They
+    become text, with their results, so the teacher still sees what happened."""
+    other: set[str] = set()
+    out = []
+    for m in state.messages:
+        blocks: list[Any] = []
+        for b in m.content:
+            if isinstance(b, ToolUseBlock) and b.call.is_other:
+                other.add(b.call.id)
+                name = b.call.name.removeprefix(OTHER_PREFIX)
+                blocks.append(TextBlock(text=f"[used {name}: {json.dumps(b.call.args)[:2000]}]"))
+            elif isinstance(b, ToolResultBlock) and b.call_id in other:
+                blocks.append(TextBlock(text=f"[result: {b.content[:4000]}]"))
+            else:
+                blocks.append(b)
+        out.append(m if blocks == m.content else m.model_copy(update={"content": blocks}))
+    return out
 
 
 class _Settled:
