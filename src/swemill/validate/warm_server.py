@@ -15,12 +15,15 @@ process, so every child sees the workspace as it is on disk at that moment.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import marshal
 import os
 import signal
 import sys
 import tempfile
 import time
+from typing import Any
 
 sys.dont_write_bytecode = True  # a stale .pyc from one candidate must never serve another
 LOG_TAIL = 4000
@@ -123,11 +126,94 @@ def _serve_one(request: dict, workdir: str) -> dict:
             "wall_s": time.monotonic() - start, **result}
 
 
-def _warm_up() -> float:
+class _CodeCache:
+    """Compiled code keyed by (path, exact source bytes), shared by every forked child.
+
+    Bytecode is never written next to the sources (a stale ``.pyc`` with the same size and
+    mtime as a mutated file would hide the mutation), so without this each child would
+    compile -- and pytest would assertion-rewrite -- every module it imports, every time.
+    Keying by content rather than by mtime makes a stale hit impossible.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def _path(self, path: object, data: bytes, kind: str) -> str:
+        digest = hashlib.sha256(f"{kind}\0{path}\0".encode() + data).hexdigest()
+        return os.path.join(self.root, digest)
+
+    def load(self, path: object, data: bytes, kind: str):  # noqa: ANN201 - code or None
+        try:
+            with open(self._path(path, data, kind), "rb") as fh:
+                return marshal.load(fh)
+        except (OSError, EOFError, ValueError, TypeError):
+            return None
+
+    def store(self, path: object, data: bytes, kind: str, code: Any) -> None:
+        target = self._path(path, data, kind)
+        tmp = f"{target}.{os.getpid()}"
+        with contextlib.suppress(OSError, ValueError):
+            with open(tmp, "wb") as fh:
+                marshal.dump(code, fh)
+            os.replace(tmp, target)
+
+    def install(self) -> None:
+        """Wrap the source loader's compile step and pytest's assertion rewriting."""
+        from importlib.machinery import SourceFileLoader
+
+        cache = self
+        compile_source = SourceFileLoader.source_to_code
+
+        def source_to_code(loader, data, path, *args, **kwargs):  # noqa: ANN001, ANN202
+            raw = bytes(data) if not isinstance(data, str) else data.encode()
+            code = cache.load(path, raw, f"py{args}{sorted(kwargs.items())}")
+            if code is None:
+                code = compile_source(loader, data, path, *args, **kwargs)
+                cache.store(path, raw, f"py{args}{sorted(kwargs.items())}", code)
+            return code
+
+        SourceFileLoader.source_to_code = source_to_code  # type: ignore[method-assign,assignment]
+        try:
+            from _pytest.assertion import rewrite
+        except ImportError:
+            return
+        rewrite_test = getattr(rewrite, "_rewrite_test", None)
+        if rewrite_test is None:
+            return
+
+        def cached_rewrite(fn, config):  # noqa: ANN001, ANN202
+            try:
+                with open(fn, "rb") as fh:
+                    raw = fh.read()
+            except OSError:
+                return rewrite_test(fn, config)
+            code = cache.load(fn, raw, "pytest-rewrite")
+            if code is None:
+                first, code = rewrite_test(fn, config)
+                cache.store(fn, raw, "pytest-rewrite", code)
+                return first, code
+            # the first item (a stat or a source hash) only matters when pytest writes its
+            # own pyc files, which it never does here (sys.dont_write_bytecode)
+            return os.stat(fn), code
+
+        rewrite._rewrite_test = cached_rewrite
+
+
+def _warm_up(cache_dir: str) -> float:
     start = time.monotonic()
     import importlib.metadata as md
 
     import pytest  # noqa: F401
+
+    _CodeCache(cache_dir).install()
+    with contextlib.suppress(Exception):  # pytest imports its own plugins lazily, per session
+        import importlib
+
+        from _pytest.config import builtin_plugins, default_plugins
+
+        for name in sorted(set(default_plugins) | set(builtin_plugins)):
+            with contextlib.suppress(Exception):
+                importlib.import_module(name if "." in name else f"_pytest.{name}")
 
     for ep in md.entry_points(group="pytest11"):
         with contextlib.suppress(Exception):  # a broken plugin is the child's problem
@@ -142,17 +228,19 @@ def _warm_up() -> float:
 def main() -> None:
     workdir = sys.argv[1] if len(sys.argv) > 1 else os.getcwd()
     out = sys.stdout
-    out.write(json.dumps({"ready": True, "startup_s": _warm_up(), "pid": os.getpid()}) + "\n")
-    out.flush()
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        request = json.loads(line)
-        if request.get("op") == "exit":
-            break
-        out.write(json.dumps(_serve_one(request, workdir)) + "\n")
+    with tempfile.TemporaryDirectory(prefix="swemill-code-") as cache_dir:
+        ready = {"ready": True, "startup_s": _warm_up(cache_dir), "pid": os.getpid()}
+        out.write(json.dumps(ready) + "\n")
         out.flush()
+        for line in sys.stdin:
+            line = line.strip()
+            if not line:
+                continue
+            request = json.loads(line)
+            if request.get("op") == "exit":
+                break
+            out.write(json.dumps(_serve_one(request, workdir)) + "\n")
+            out.flush()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import Bind, Limits, open_sandbox
 from swemill.sandbox._spawn import Spawned
 from swemill.sandbox.base import Sandbox
+from swemill.synth.patches import parse_patch
 from swemill.testing.runner import ensure_plugin, pytest_argv
 from swemill.validate.gates import FAILING, RunEvidence
 from swemill.validate.warm import SERVER_INSIDE, SERVER_PATH, WarmResult, WarmWorker
@@ -82,6 +83,8 @@ class Worker:
         self._server_path = SERVER_INSIDE if isolated else str(SERVER_PATH)
         self._preimport = ",".join(preimport)
         self.state = TreeState(head)
+        self._saved: dict[str, bytes | None] = {}
+        self._unknown = False
         self._warm: WarmWorker | None = None
         self._spawned: Spawned | None = None
         self.restarts = 0
@@ -142,30 +145,57 @@ class Worker:
 
     def checkout(self, state: TreeState) -> None:
         """Put the workspace into ``state``; SynthesisError("patch_failed: ...") if a patch
-        does not apply."""
+        does not apply. A state that extends the current one only applies the extra patches."""
         if state == self.state:
             return
-        self.reset(state.commit)
-        for patch in state.patches:
+        cur = self.state
+        if state.commit == cur.commit and state.patches[: len(cur.patches)] == cur.patches:
+            extra = state.patches[len(cur.patches):]
+        else:
+            self.reset(state.commit)
+            extra = state.patches
+        for patch in extra:
             if not patch.strip():
                 continue
+            self._save(patch)
             proc = git_in(self.root, "apply", "--whitespace=nowarn", "-", stdin=patch)
             if proc.returncode != 0:
                 self.state = TreeState(state.commit, ("<broken>",))
                 raise SynthesisError(f"patch_failed: {proc.stderr.strip()[:300]}")
         self.state = state
 
+    def _save(self, patch: str) -> None:
+        """Remember the files ``patch`` touches as they are at the state's commit."""
+        try:
+            paths = {p for fp in parse_patch(patch) for p in (fp.old_path, fp.new_path) if p}
+        except Exception:  # noqa: BLE001 - unparseable here: git apply will judge it
+            self._unknown = True
+            return
+        for rel in paths:
+            if rel not in self._saved:
+                target = self.root / rel
+                self._saved[rel] = target.read_bytes() if target.is_file() else None
+
     def reset(self, commit: str) -> None:
-        """The workspace exactly at ``commit``: tracked files restored, new files removed."""
+        """The workspace exactly at ``commit``. Within one commit the files the patches
+        touched are written back from memory; moving between commits is git's job."""
         if self.state == TreeState(commit):
             return
-        steps = [("checkout", "-q", "-f", "--detach", commit), ("clean", "-q", "-f", "-d")]
-        if self.state.commit == commit:
-            steps = [("checkout", "-q", "-f", "HEAD", "--", "."), ("clean", "-q", "-f", "-d")]
-        for step in steps:
-            proc = git_in(self.root, *step)
-            if proc.returncode != 0:
-                raise SandboxError(f"git {step[0]} in a worker failed: {proc.stderr[:200]}")
+        if self.state.commit == commit and not self._unknown:
+            for rel, data in self._saved.items():
+                target = self.root / rel
+                if data is None:
+                    target.unlink(missing_ok=True)
+                else:
+                    target.write_bytes(data)
+        else:
+            for step in (("checkout", "-q", "-f", "--detach", commit),
+                         ("clean", "-q", "-f", "-d")):
+                proc = git_in(self.root, *step)
+                if proc.returncode != 0:
+                    raise SandboxError(f"git {step[0]} in a worker failed: {proc.stderr[:200]}")
+        self._saved.clear()
+        self._unknown = False
         self.state = TreeState(commit)
 
     def close(self) -> None:

@@ -1,0 +1,227 @@
+"""Validation throughput: swemill's validator against a naive one, on the same candidates.
+
+For each repository: the procedural strategy makes ``--candidates`` candidates (seeded); on the
+sample, pr-mirror's candidates are validated too (their own row). swemill validates them on
+``--workers`` warm workers. A naive validator (the reference pipeline's method: the same four
+gates, but the *whole* suite, cold, in a fresh copy of the repository for every run: the broken
+tree once, the golden tree twice) validates a spread-out subsample of the same procedural
+candidates, once with a fixed 120 s timeout and once with timeouts from the baseline durations.
+Rates are valid tasks per CPU-minute (this process and every sandboxed child). The naive
+verdicts double as an audit: a task swemill accepted whose FAIL_TO_PASS does not fail, or whose
+PASS_TO_PASS does not pass, in the naive full-suite runs is counted invalid.
+
+    python benchmarks/bench_validate.py [--candidates 40] [--naive 10] [--workers 2]
+
+Environments and baselines are built (and cached) before anything is timed.
+
+CPU is counted with ``getrusage(RUSAGE_CHILDREN)``, which only sees processes that are waited
+for all the way down; bwrap's pid-namespace init is not accounted that way (a bwrap run shows
+almost no child CPU), so the default ``--backend local`` runs both validators unisolated to
+count their CPU honestly. Both sides pay the same per-exec cost; bwrap adds a few ms per exec,
+which only the naive side (more execs) would pay more of.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swemill.core.records import Baseline, Candidate
+from swemill.repo.envbuild import RepoEnv, build_env
+from swemill.repo.sources import resolve_source
+from swemill.sandbox import Limits, open_sandbox
+from swemill.synth import make_strategy
+from swemill.synth.base import RepoView
+from swemill.synth.patches import reverse_patch
+from swemill.testing.baseline import run_baseline
+from swemill.testing.runner import run_tests
+from swemill.testing.timeouts import adaptive_timeout
+from swemill.validate.check import CheckContext, Checked
+from swemill.validate.gates import GateVerdict4, RunEvidence, decide
+from swemill.validate.pool import WorkerPool
+from swemill.validate.worker import git_in
+
+REPOS = ("sample", "pypi:toolz==1.0.0", "pypi:more-itertools==10.5.0")
+NAIVE_N = {"pypi:more-itertools==10.5.0": 6}
+
+
+def cpu() -> float:
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+@dataclass
+class Naive:
+    verdicts: list[GateVerdict4] = field(default_factory=list)
+    broken: list[RunEvidence | None] = field(default_factory=list)
+    golden: list[list[RunEvidence]] = field(default_factory=list)
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    timeouts: int = 0
+
+    @property
+    def valid(self) -> int:
+        return sum(v.accepted for v in self.verdicts)
+
+
+BACKEND = "local"
+
+
+def naive_run(env: RepoEnv, patches: list[str], timeout: float) -> RunEvidence | None:
+    """The whole suite, cold, in a fresh copy of the repository with ``patches`` applied."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-naive-"))
+    try:
+        ws = tmp / "ws"
+        shutil.copytree(env.source_path, ws, symlinks=True)
+        for p in patches:
+            if git_in(ws, "apply", "-", stdin=p).returncode != 0:
+                return None
+        with open_sandbox(ws, binds=env.binds(), backend=BACKEND) as sb:
+            r = run_tests(sb, env, None, timeout=timeout)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return RunEvidence(outcomes={k: v.outcome for k, v in r.results.items()},
+                       exit_code=r.exit_code, timed_out=r.timed_out,
+                       trusted=r.trustworthy or (r.exit_code == 1 and bool(r.results)))
+
+
+def naive(env: RepoEnv, baseline: Baseline, cands: list[Candidate], fixed: float | None) -> Naive:
+    out = Naive()
+    c0, t0 = cpu(), time.monotonic()
+    timeout = fixed or adaptive_timeout(baseline, None)
+    for cand in cands:
+        broken = naive_run(env, [cand.bug_patch], timeout)
+        out.timeouts += bool(broken and broken.timed_out)
+        first = decide(baseline=baseline, applied=broken is not None,
+                       imports=broken is not None, broken=broken, golden_runs=[], selected=None)
+        golden: list[RunEvidence] = []
+        if first.reason == "not_solvable":
+            fix = cand.golden_patch or reverse_patch(cand.bug_patch)
+            for _ in range(2):
+                g = naive_run(env, [cand.bug_patch, fix], timeout)
+                if g is not None:
+                    golden.append(g)
+            first = decide(baseline=baseline, applied=True, imports=True, broken=broken,
+                           golden_runs=golden, selected=None)
+        out.verdicts.append(first)
+        out.broken.append(broken)
+        out.golden.append(golden)
+    out.cpu_s, out.wall_s = cpu() - c0, time.monotonic() - t0
+    return out
+
+
+def invalid(checked: Checked, broken: RunEvidence | None, golden: list[RunEvidence]) -> bool:
+    """A swemill-accepted task whose lists the naive full-suite runs contradict."""
+    v = checked.verdict
+    if broken is None or not broken.usable or len(golden) < 2:
+        return True
+    if any(broken.outcomes.get(t) not in ("failed", "error") for t in v.fail_to_pass):
+        return True
+    if any(broken.outcomes.get(t) != "passed" for t in v.pass_to_pass):
+        return True
+    return any(g.outcomes.get(t) != "passed" for g in golden
+               for t in [*v.fail_to_pass, *v.pass_to_pass])
+
+
+def swemill(env: RepoEnv, baseline: Baseline, head: str, cands: list[Candidate],
+            workers: int) -> tuple[list[Checked], float, float]:
+    ctx = CheckContext(baseline, head)
+    c0, t0 = cpu(), time.monotonic()
+    pool = WorkerPool(env, head, ctx, n=workers, backend=BACKEND,
+                      limits=Limits(timeout_s=900, memory_mb=4096))
+    try:
+        res = pool.stream(iter(cands), target=10**9)
+    finally:
+        pool.close()
+    return res.checked, cpu() - c0, time.monotonic() - t0
+
+
+def per_min(n: int, cpu_s: float) -> float:
+    return n / (cpu_s / 60) if cpu_s else 0.0
+
+
+def bench(spec: str, args: argparse.Namespace) -> list[str]:
+    src = resolve_source(spec)
+    env = build_env(src)
+    baseline = run_baseline(env)
+    view = RepoView(root=src.path, repo=src.repo, commit=src.commit, baseline=baseline,
+                    seed=args.seed, max_candidates=args.candidates)
+    proc = list(make_strategy("procedural").candidates(view))
+    pr = list(make_strategy("pr-mirror").candidates(view)) if spec == "sample" else []
+    checked, s_cpu, s_wall = swemill(env, baseline, src.commit, proc + pr, args.workers)
+    by_id = {c.candidate.candidate_id: c for c in checked}
+    n = NAIVE_N.get(spec, args.naive)
+    step = max(1, len(proc) // n)
+    sub = proc[::step][:n]
+    fixed = naive(env, baseline, sub, 120.0)
+    adapt = naive(env, baseline, sub, None)
+    sub_checked = [by_id[c.candidate_id] for c in sub]
+    bad = sum(invalid(c, b, g) for c, b, g in zip(sub_checked, adapt.broken, adapt.golden,
+                                                   strict=True) if c.verdict.accepted)
+    agree = sum(c.verdict.accepted == v.accepted for c, v in zip(sub_checked, adapt.verdicts,
+                                                                  strict=True))
+    lines = []
+    for name, group in (("procedural", proc), ("pr-mirror", pr)):
+        if group:
+            ok = sum(by_id[c.candidate_id].verdict.accepted for c in group)
+            lines.append(f"{spec:30s} {name:11s} candidates {len(group):3d}  valid {ok:3d}  "
+                         f"yield {100 * ok / len(group):5.1f}%")
+    walls = [c.wall_s for c in checked]
+    s_valid = sum(c.verdict.accepted for c in checked)
+    s_rate = per_min(s_valid, s_cpu)
+    f_rate, a_rate = per_min(fixed.valid, fixed.cpu_s), per_min(adapt.valid, adapt.cpu_s)
+    lines += [
+        f"{spec:30s} suite {baseline.suite_wall_s:.2f} s wall, start-up {baseline.startup_s:.2f}"
+        f" s, {len(baseline.outcomes)} tests",
+        f"{spec:30s} swemill  {len(checked):3d} cands {s_valid:3d} valid  cpu {s_cpu:7.1f} s  "
+        f"wall {s_wall:6.1f} s  median/cand {statistics.median(walls):.3f} s  "
+        f"-> {s_rate:7.1f} valid/CPU-min",
+        f"{spec:30s} naive120 {len(sub):3d} cands {fixed.valid:3d} valid  cpu {fixed.cpu_s:7.1f}"
+        f" s  wall {fixed.wall_s:6.1f} s  timeouts {fixed.timeouts}  -> {f_rate:7.1f} "
+        "valid/CPU-min",
+        f"{spec:30s} naiveAd  {len(sub):3d} cands {adapt.valid:3d} valid  cpu {adapt.cpu_s:7.1f}"
+        f" s  wall {adapt.wall_s:6.1f} s  timeouts {adapt.timeouts}  -> {a_rate:7.1f} "
+        "valid/CPU-min",
+        f"{spec:30s} ratio swemill/naive120 {s_rate / f_rate if f_rate else float('inf'):6.1f}x"
+        f"   swemill/naive-adaptive {s_rate / a_rate if a_rate else float('inf'):6.1f}x",
+        f"{spec:30s} audit: {bad} invalid of "
+        f"{sum(c.verdict.accepted for c in sub_checked)} swemill tasks in the subsample; "
+        f"verdicts agree with naive on {agree}/{len(sub)}",
+    ]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--candidates", type=int, default=40)
+    ap.add_argument("--naive", type=int, default=10, help="naive subsample per repository")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repos", default=",".join(REPOS))
+    ap.add_argument("--backend", default="local", help="sandbox backend (see the docstring)")
+    args = ap.parse_args()
+    global BACKEND
+    BACKEND = args.backend
+    warnings.filterwarnings("ignore", message=".*'local' sandbox")
+    for spec in args.repos.split(","):  # build everything before timing anything
+        run_baseline(build_env(resolve_source(spec)))
+    out: list[str] = []
+    for spec in args.repos.split(","):
+        lines = bench(spec, args)
+        print("\n".join(lines), flush=True)
+        out += lines
+    print("\n== summary ==")
+    print("\n".join(out))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
