@@ -39,6 +39,22 @@ def batch_child_cmd(
     raise typer.Exit(outcome.exit_code)
 
 
+@aws_app.command("run-stage")
+def run_stage_cmd(
+    name: str = typer.Argument(..., help="Stage: gate, env, tasks, rollouts, corpus, report."),
+    out: str = typer.Option(..., "--out", help="Store root (a folder or s3:// URL)."),
+    run_id: str = typer.Option(..., "--run-id", help="The run this stage belongs to."),
+    source: str = typer.Option("sample", "--source", help="The build's source (first stage)."),
+) -> None:
+    """Run one build stage, as a Step Functions state does (skipped when already complete)."""
+    from swemill.aws.run_stage import run_stage
+    from swemill.cli._common import console
+    from swemill.store import Store
+
+    summary = run_stage(name, Store.open(out), run_id, source)
+    console.print(f"{name}: " + ("already complete" if summary is None else str(dict(summary))))
+
+
 @aws_app.command("state-machine")
 def state_machine_cmd(
     out: Path | None = typer.Option(  # noqa: B008
