@@ -231,8 +231,10 @@ class PolicyJudge:
     """A judge backed by any policy: it is shown the history and two actions, A and B, and
     must answer with the letter of the better one."""
 
-    def __init__(self, policy: Any, *, name: str | None = None) -> None:
+    def __init__(self, policy: Any, *, name: str | None = None, budget: Any = None) -> None:
         self.policy = policy
+        self.budget = budget
+        """A :class:`swemill.agent.budget.Budget`: judge calls spend from the run's budget."""
         self.name: str = str(name or getattr(policy, "name", "judge"))
 
     def prefer(self, state: TraceState, first: Message, second: Message) -> int | None:
@@ -247,6 +249,16 @@ class PolicyJudge:
         question = (f"Conversation so far (last turns):\n{history}\n\nAction A:\n{show(first)}"
                     f"\n\nAction B:\n{show(second)}\n\nWhich action is better as the next step? "
                     "Answer with exactly one letter: A or B.")
-        reply = self.policy.act([Message(role="user", content=[TextBlock(text=question)])], [])
+        asked = [Message(role="user", content=[TextBlock(text=question)])]
+        if self.budget is None:
+            reply = self.policy.act(asked, [])
+        else:
+            from swemill.agent.budget import call_with_budget
+            from swemill.core.errors import SwemillError
+
+            try:
+                reply = call_with_budget(self.policy, self.budget, asked, [])
+            except SwemillError:  # refused by the budget or failed: no verdict
+                return None
         answer = reply.message.text.strip().upper()[:1]
         return {"A": 0, "B": 1}.get(answer)

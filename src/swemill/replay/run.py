@@ -164,7 +164,7 @@ def run_replay(store: Store, run_id: str, cfg: ReplayConfig,
     if cfg.judge:
         from swemill.policies.base import policy_from_spec
 
-        judge = PolicyJudge(policy_from_spec(cfg.judge))
+        judge = PolicyJudge(policy_from_spec(cfg.judge, max_tokens=16), budget=budget)
     pairs, stats = extract_run(states, replies, min_families=cfg.min_families, judge=judge)
     _write(store, run_id, replies, pairs, states, cfg.emit_trajectories)
     return _record(store, run_id, pool, cfg, states, replies, pairs, stats, counts, budget,
