@@ -17,8 +17,11 @@ from typing import Any
 
 import pytest
 
-# Small enough to finish in well under a minute on 2 cores, big enough for SFT and DPO rows.
-BUILD_ARGS = ("--max-tasks", "3", "--workers", "2")
+# Small enough to finish in well under a minute on 2 cores, with SFT and DPO rows for sure:
+# per task one oracle run (solved: SFT) and one noisy oracle that always applies a wrong fix
+# (the rejected side of an execution-graded pair).
+BUILD_ARGS = ("--max-tasks", "3", "--strategies", "procedural", "--policy", "oracle",
+              "--policy", "noisy-oracle:1.0", "--samples", "2", "--workers", "2")
 
 
 def _have(module: str) -> bool:

@@ -11,6 +11,11 @@ from pathlib import Path
 import pytest
 from identify.vendor.licenses import LICENSES
 
+from swemill.core.errors import ConfigError, StoreError
+from swemill.core.records import RunManifest
+from swemill.pipeline import latest_unfinished, run_build
+from swemill.store import Store
+
 
 def test_unwritable_root_is_one_line(cli, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
@@ -41,18 +46,48 @@ def test_no_out_is_refused(cli) -> None:
     assert "--out ROOT is required" in cli.error_line(cli.run("build"))
 
 
-def test_unknown_run_id(cli, tmp_path: Path) -> None:
+def test_unknown_run_id_is_one_clear_line(cli, tmp_path: Path) -> None:
     root = str(tmp_path / "root")
     line = cli.error_line(cli.run("build", "--out", root, "--resume", "--run-id", "nope"))
     assert "no run nope" in line
-    line = cli.error_line(cli.run("build", "--out", root, "--resume"))
-    assert "no unfinished build to resume" in line
-    line = cli.error_line(cli.run("build", "--out", root, "--parent", "ghost"))
-    assert "no parent run ghost" in line
-    line = cli.error_line(cli.run("build", "--out", root, "--run-id", "../x"))
-    assert "invalid run id" in line
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"resume": True, "run_id": "nope"}, "no run nope in"),
+    ({"resume": True}, "no unfinished build to resume under"),
+    ({"parent": "ghost"}, "no parent run ghost in"),
+    ({"run_id": "../x"}, "invalid run id"),
+])
+def test_run_ids_that_do_not_exist(tmp_path: Path, kwargs: dict, needle: str) -> None:
+    root = tmp_path / "root"
+    with pytest.raises(StoreError, match=needle) as info:
+        run_build(None, str(root), **kwargs)
+    assert "\n" not in str(info.value)
     # None of these left a run behind that could pass for a dataset.
-    assert not (tmp_path / "root" / "manifests").exists()
+    assert not (root / "manifests").exists()
+
+
+def test_an_existing_run_id_is_not_overwritten(tmp_path: Path) -> None:
+    store = Store.open(str(tmp_path))
+    store.write_manifest(RunManifest(run_id="taken", command="build", status="complete"))
+    with pytest.raises(StoreError, match="run taken already exists.*--resume"):
+        run_build(None, str(tmp_path), run_id="taken")
+    assert store.read_manifest("taken").status == "complete"
+
+
+def test_resume_of_another_commands_run_is_refused(tmp_path: Path) -> None:
+    store = Store.open(str(tmp_path))
+    store.write_manifest(RunManifest(run_id="r1", command="corpus"))
+    with pytest.raises(ConfigError, match="made by 'swemill corpus'"):
+        run_build(None, str(tmp_path), resume=True, run_id="r1")
+    assert latest_unfinished_or_none(store) is None
+
+
+def latest_unfinished_or_none(store: Store) -> str | None:
+    try:
+        return latest_unfinished(store)
+    except StoreError:
+        return None
 
 
 def test_resume_keeps_the_recorded_settings(cli, tmp_path: Path) -> None:

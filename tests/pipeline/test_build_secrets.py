@@ -73,8 +73,12 @@ def test_planted_secrets_are_all_redacted_in_the_parquet(sample_build, cli,
     dst.write_records("trajectories", "planted", "00000", trajs)
     dst.write_records("pairs", "planted", "00000", pairs)
 
-    proc = cli.run("corpus", "--run", "planted", "--out", dst.url, "--json", "--holdout", "0.3")
+    # Without dedup every planted row is kept, so every secret went through the scrub.
+    proc = cli.run("corpus", "--run", "planted", "--out", dst.url, "--json", "--holdout", "0.3",
+                   "--no-dedup")
     assert proc.returncode == 0, proc.stderr
+    counts = dst.read_manifest("planted").counts
+    assert counts["corpus.sft"]["out"] == len(trajs) and counts["corpus.dpo"]["out"] == len(pairs)
     text = "\n".join(json.dumps(pq.read_table(p).to_pylist(), default=str)
                      for p in (tmp_path / "planted" / "corpus").rglob("part-*.parquet"))
     leaked = [(kind, secret) for kind, secret, _ in planted
@@ -82,8 +86,7 @@ def test_planted_secrets_are_all_redacted_in_the_parquet(sample_build, cli,
     assert leaked == []
     kinds = {kind for kind, _, _ in planted}
     assert all(f"<REDACTED:{kind}>" in text for kind in kinds)
-    scrubbed = dst.read_manifest("planted").counts["corpus.scrub"]
-    assert sum(scrubbed.values()) >= len(planted)
+    assert sum(counts["corpus.scrub"].values()) >= len(planted)
 
 
 def test_false_positives_on_the_sample_repository(sample_build) -> None:

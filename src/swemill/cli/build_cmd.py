@@ -26,7 +26,10 @@ def register(app: typer.Typer) -> None:
         samples: Annotated[int | None, typer.Option(
             "--samples", min=1, help="Rollouts per task and policy.")] = None,
         max_tasks: Annotated[int | None, typer.Option(
-            "--max-tasks", min=1, help="Validated tasks to keep.")] = None,
+            "--max-tasks", min=1, help="Validated tasks to keep (default 4).")] = None,
+        strategies: Annotated[str | None, typer.Option(
+            "--strategies", help="Comma-separated: procedural, pr-mirror, combine "
+                                 "(default: all three).")] = None,
         workers: Annotated[int | None, typer.Option(
             "--workers", min=1, help="Parallel workers (validation, rollouts).")] = None,
         seed: Annotated[int | None, typer.Option("--seed", help="Seed of every random choice.")]
@@ -56,7 +59,9 @@ def register(app: typer.Typer) -> None:
             fail(f"unknown --emit {sorted(extra - {'wm'})}: the only extra table is 'wm'")
         flags: dict[str, Any] = {
             "policies": tuple(policy) if policy else None, "samples": samples,
-            "max_tasks": max_tasks, "workers": workers, "seed": seed, "max_usd": max_usd,
+            "max_tasks": max_tasks, "workers": workers,
+            "strategies": tuple(x.strip() for x in strategies.split(",") if x.strip())
+            if strategies else None, "seed": seed, "max_usd": max_usd,
             "emit_wm": True if extra else None}
         given = {k: v for k, v in flags.items() if v is not None}
         if resume and (fixed := sorted(set(given) - {"workers"})):
