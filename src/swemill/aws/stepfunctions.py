@@ -223,6 +223,9 @@ def control_flow_only(asl: dict[str, Any], keep: tuple[str, ...] = ()) -> dict[s
         resource = str(state.get("Resource", "")).removeprefix("arn:aws:states:::")
         if state.get("Type") == "Task" and not resource.startswith(keep):
             stand_in = {k: state[k] for k in ("Next", "End", "ResultPath") if k in state}
-            out["States"][name] = {"Type": "Pass", "Result": {"stand_in_for": resource},
+            # The fields the real task's ResultSelector would pick, so later paths resolve.
+            fields = [k.removesuffix(".$") for k in state.get("ResultSelector", {})]
+            result = {"stand_in_for": resource} | {f: f"stand-in:{name}" for f in fields}
+            out["States"][name] = {"Type": "Pass", "Result": result,
                                    "Comment": f"control-flow stand-in for {name}", **stand_in}
     return out
