@@ -27,7 +27,7 @@ from swemill.corpus.card import dataset_card
 from swemill.corpus.dedup import NearDupIndex
 from swemill.corpus.write import HOLDOUT_DPO_PREFIX, HOLDOUT_SFT_PREFIX, write_corpus
 from swemill.store import Store
-from swemill.store.layout import manifest_key, report_key, run_prefix
+from swemill.store.layout import gate_verdicts_key, manifest_key, report_key, run_prefix
 
 __all__ = ["CorpusSummary", "run_corpus", "read_inputs", "load_corpus_tables", "PAIRS_STAGE"]
 
@@ -67,9 +67,15 @@ def _manifest(store: Store, run_id: str) -> RunManifest:
     return RunManifest(run_id=run_id, command="corpus")  # records imported without a run
 
 
-def _licenses(tasks: Iterable[Task]) -> list[str]:
-    return sorted({str(t.metadata["license_spdx"]) for t in tasks
-                   if t.metadata.get("license_spdx")})
+def _licenses(store: Store, run_id: str, tasks: Iterable[Task]) -> list[str]:
+    """SPDX ids of the run's sources: from the tasks, else from the run's gate verdicts (the
+    tasks stage records the tier on each task but the SPDX id only in ``gate/``)."""
+    found = {str(t.metadata["license_spdx"]) for t in tasks if t.metadata.get("license_spdx")}
+    key = gate_verdicts_key(run_id)
+    if not found and store.exists(key):
+        found = {str(v["license_spdx"]) for v in store.read_jsonl(key)
+                 if v.get("allowed", True) and v.get("license_spdx")}
+    return sorted(found)
 
 
 def run_corpus(store: Store, run_id: str, config: CorpusConfig | None = None, *,
@@ -92,7 +98,8 @@ def run_corpus(store: Store, run_id: str, config: CorpusConfig | None = None, *,
         if not allow_empty:
             raise CorpusError(empty_reason(tables))
     else:
-        card = dataset_card(manifest, tables, licenses=_licenses(inputs["tasks"].values()))
+        card = dataset_card(manifest, tables,
+                            licenses=_licenses(store, run_id, inputs["tasks"].values()))
         store.write_text(card_key, card)
     return CorpusSummary(run_id, rows, tables.manifest_counts(), card_key)
 
