@@ -77,6 +77,8 @@ def test_parquet_card_and_report_are_where_the_output_says(sample_build) -> None
     card = (sample_build.root / where["card"].split(str(sample_build.root) + "/", 1)[1])
     text = card.read_text()
     assert text.startswith("---\n") and "configs:" in text and "sft" in text and "dpo" in text
+    # The sample is MIT: the tasks carry only the tier, the card finds the id in gate/.
+    assert "\nlicense: mit\n" in text and "licensed MIT" in text
     report = sample_build.root / f"reports/run_id={sample_build.run_id}/index.html"
     html = report.read_text()
     assert sample_build.run_id in html and "complete" in html and "<svg" in html
