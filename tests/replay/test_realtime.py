@@ -129,3 +129,27 @@ def test_calls_outside_the_algebra_reach_teachers_as_text() -> None:
     assert [c.name for m in shown for c in m.tool_calls] == ["bash"]  # the algebra's call stays
     assert shown[-2].text.startswith("[used TodoWrite: {") and shown[-1].text == "[result: ok]"
     assert shown[:3] == s.messages[:3]
+
+
+def test_a_rerun_replaces_its_shards_and_teacher_trajectories_stay_out_of_sft(
+        tmp_path: Path) -> None:
+    from swemill.core.records import Trajectory
+    from swemill.corpus.stage import run_corpus
+
+    store, run = ingested(tmp_path, turns=4, errors={2})
+    always_ls = [tool_reply("bash", {"command": "ls"})]
+    with teachers([always_ls] * 3, repeat_last=True) as specs:
+        first = run_replay(store, run, ReplayConfig(teachers=specs, emit_trajectories=True))
+        trajs = store.read_records("trajectories", run, Trajectory)
+        assert sum(t.source == "replay" for t in trajs) == 3 * 5
+        assert all(t.admission == "preference" and t.parent_id == "claude_code:sess" for t in trajs
+                   if t.source == "replay")
+        second = run_replay(store, run, ReplayConfig(teachers=specs, limit=2))
+    assert (first.counts["pairs"], second.counts["pairs"]) == (5, 2)
+    assert len(store.read_records(PAIRS_STAGE, run, PreferencePair)) == 2
+    assert len(store.read_records(REPLIES_STAGE, run, TeacherReply)) == 6
+    # The ingested session is still there; the teacher trajectories of the first run are gone.
+    assert [t.source for t in store.read_records("trajectories", run, Trajectory)] == [
+        "claude_code"]
+    summary = run_corpus(store, run)
+    assert summary.rows["dpo"] + summary.rows["dpo_holdout"] == 2

@@ -3,6 +3,8 @@ disagreements into preference pairs for the corpus stage."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -19,8 +21,8 @@ def register(app: typer.Typer) -> None:
         traces: Annotated[str, typer.Option("--traces", help="Run id of a `traces ingest` run.")],
         teachers: Annotated[str, typer.Option(
             "--teachers", help="Comma-separated PROVIDER:MODEL, each optionally with @URL "
-                               "and #family=F;price=IN/OUT; providers: openai, openrouter, anthropic, bedrock, "
-                               "bedrock-batch.")],
+                               "and #family=F;price=IN/OUT; providers: openai, openrouter, "
+                               "anthropic, bedrock, bedrock-batch.")],
         out: Annotated[str, typer.Option("--out", help="Store root holding the traces run.")],
         max_usd: Annotated[float | None, typer.Option(
             "--max-usd", min=0.0, help="Dollar ceiling for the whole replay (never passed).")]
@@ -88,7 +90,8 @@ def register(app: typer.Typer) -> None:
             urgency=urgency,  # type: ignore[arg-type]
             role_arn=role_arn, quotas=quotas, judge=judge, emit_trajectories=trajectories)
         store = Store.open(out)
-        summary = run_replay(store, traces, cfg)
+        with _progress(enabled=not json_out) as tick:
+            summary = run_replay(store, traces, cfg, progress=tick)
         if json_out:
             emit_json(asdict(summary))
             return
@@ -101,3 +104,22 @@ def register(app: typer.Typer) -> None:
             f"cost ${summary.cost_usd:.4f}", highlight=False)
         for slug, decision in summary.decisions.items():
             console.print(f"  {slug}: {decision}", highlight=False)
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr for the realtime calls (none with --json)."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import Progress
+
+    from swemill.cli._common import console
+
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("teacher calls", total=None)
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield tick

@@ -205,6 +205,10 @@ def _write(store: Store, run_id: str, replies: list[TeacherReply], pairs: list[P
            states: list[TraceState], emit_trajectories: bool) -> None:
     from swemill.corpus.stage import PAIRS_STAGE
 
+    # A rerun replaces the previous replay's shards; other stages' shards are not touched.
+    _clear(store, REPLIES_STAGE, run_id, "")
+    _clear(store, PAIRS_STAGE, run_id, "replay-")
+    _clear(store, "trajectories", run_id, "replay-")
     for k, chunk in enumerate(_chunks(replies)):
         store.write_records(REPLIES_STAGE, run_id, f"{k:05d}", chunk)
     for k, chunk in enumerate(_chunks(pairs)):
@@ -213,6 +217,15 @@ def _write(store: Store, run_id: str, replies: list[TeacherReply], pairs: list[P
         trajs = _teacher_trajectories(states, replies)
         for k, chunk in enumerate(_chunks(trajs)):
             store.write_records("trajectories", run_id, f"replay-{k:05d}", chunk)
+
+
+def _clear(store: Store, stage: str, run_id: str, prefix: str) -> None:
+    from swemill.store.layout import marker_key, part_key
+
+    for shard in store.complete_shards(stage, run_id):
+        if shard.startswith(prefix):
+            store.delete(marker_key(stage, run_id, shard))  # unfinished first, then gone
+            store.delete(part_key(stage, run_id, shard))
 
 
 def _teacher_trajectories(states: list[TraceState], replies: list[TeacherReply]
