@@ -73,7 +73,7 @@ def _sub(text: str) -> dict[str, str]:
 
 
 def _role(service: str | list[str], statements: list[dict[str, Any]],
-          managed: list[str] | None = None) -> dict[str, Any]:
+          managed: list[Any] | None = None) -> dict[str, Any]:
     services = [service] if isinstance(service, str) else service
     props: dict[str, Any] = {"AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [
         {"Effect": "Allow", "Principal": {"Service": services}, "Action": "sts:AssumeRole"}]}}
