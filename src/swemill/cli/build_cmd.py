@@ -45,6 +45,9 @@ def register(app: typer.Typer) -> None:
             "--run-id", help="Run id: the one to resume, or the id a new build takes.")] = None,
         parent: Annotated[str | None, typer.Option(
             "--parent", help="Parent run id (lineage across generations).")] = None,
+        stage: Annotated[list[str] | None, typer.Option(
+            "--stage", help="Run only this stage (repeatable; for orchestrators): gate, env, "
+                            "tasks, rollouts, corpus, report.")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
         = False,
     ) -> None:
@@ -70,7 +73,7 @@ def register(app: typer.Typer) -> None:
         config = _config(given)
         with _Display(enabled=not json_out) as display:
             result = run_build(source, out, config, resume=resume, run_id=run_id, parent=parent,
-                               progress=display.event)
+                               stages=stage or None, progress=display.event)
         if json_out:
             from swemill.pipeline.driver import describe
 
@@ -143,6 +146,13 @@ def _print_summary(result: BuildResult) -> None:
     from swemill.pipeline import STAGES
 
     m = result.manifest
+    out = Console(soft_wrap=True, highlight=False)
+    if m.status != "complete":  # a --stage step of a longer run
+        done = [k for k, v in m.metadata.get("build", {}).get("stages", {}).items()
+                if v == "complete"]
+        out.print(f"[bold]swemill build[/]: run {result.run_id} {m.status}; complete stages: "
+                  f"{', '.join(done) or 'none'}")
+        return
     where = result.locations()
     rows = result.rows
     lines = [
@@ -159,7 +169,6 @@ def _print_summary(result: BuildResult) -> None:
     ]
     if result.skipped:
         lines.append(("resumed", "already finished: " + ", ".join(result.skipped)))
-    out = Console(soft_wrap=True, highlight=False)
     out.print(f"[bold]swemill build[/]: run {result.run_id} {m.status}")
     for key, value in lines:
         out.print(f"  {key:13} {value}", markup=False)

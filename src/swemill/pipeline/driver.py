@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,7 +23,7 @@ from swemill.core.errors import ConfigError, StoreError, SwemillError
 from swemill.core.records import RunManifest, utcnow
 from swemill.pipeline import manifest as mf
 from swemill.pipeline.config import SAMPLE_SOURCE, BuildConfig
-from swemill.pipeline.stages import STAGES, Stage, StageContext
+from swemill.pipeline.stages import STAGES, Stage, StageContext, stage_named
 from swemill.store import Store, new_run_id
 from swemill.store.layout import check_run_id, manifest_key, report_key
 
@@ -113,18 +113,23 @@ def _resumed(store: Store, source: str | None, run_id: str | None,
 
 def run_build(source: str | None, out: str, config: BuildConfig | None = None, *,
               resume: bool = False, run_id: str | None = None, parent: str | None = None,
-              progress: Progress | None = None, store: Store | None = None) -> BuildResult:
+              stages: Sequence[str] | None = None, progress: Progress | None = None,
+              store: Store | None = None) -> BuildResult:
     """Run the whole build over ``out`` (a path or ``s3://`` URL); see the module docstring.
 
     With ``resume`` the run's recorded config is used and ``config`` may only change
-    ``workers``. Any :class:`SwemillError` marks the run ``failed`` and is raised again.
+    ``workers``. ``stages`` runs only those stages (an orchestrator's one step; every earlier
+    stage must be complete); the run is ``complete`` once all stages are. Any
+    :class:`SwemillError` marks the run ``failed`` and is raised again.
     """
+    selected = _selected(stages)
     store = store or Store.open(out)
-    tell = progress or (lambda _e: None)
     if resume:
         manifest, config = _resumed(store, source, run_id,
                                     config.workers if config is not None else None)
+        _check_order(mf.stage_states(manifest), selected, manifest.run_id)
     else:
+        _check_order({}, selected, run_id or "(new)")
         config = config or BuildConfig()
         manifest = _start(store, source or SAMPLE_SOURCE, config, run_id, parent)
     result = BuildResult(manifest.run_id, store, manifest, resumed=resume)
@@ -134,9 +139,39 @@ def run_build(source: str | None, out: str, config: BuildConfig | None = None, *
     _mark_running(store, manifest.run_id)
     ctx = StageContext(store, manifest.run_id, manifest.source or SAMPLE_SOURCE, config,
                        resume=resume)
+    _run_stages(ctx, manifest, selected, result, progress or (lambda _e: None))
+    states = mf.stage_states(store.read_manifest(manifest.run_id))
+    if all(states.get(s.name) == "complete" for s in STAGES):
+        result.manifest = _finish(store, manifest.run_id)
+    else:
+        result.manifest = store.read_manifest(manifest.run_id)
+    return result
+
+
+def _selected(stages: Sequence[str] | None) -> set[str]:
+    if stages is None:
+        return {s.name for s in STAGES}
+    return {stage_named(name).name for name in stages}
+
+
+def _check_order(states: dict[str, str], selected: set[str], run_id: str) -> None:
+    """Every stage before a selected one is selected too, or already complete."""
+    for i, stage in enumerate(STAGES):
+        later = any(s.name in selected for s in STAGES[i + 1:])
+        if later and stage.name not in selected and states.get(stage.name) != "complete":
+            wanted = ", ".join(s.name for s in STAGES if s.name in selected)
+            raise ConfigError(f"stage {stage.name} of run {run_id} is not complete: "
+                              f"run it before {wanted}")
+
+
+def _run_stages(ctx: StageContext, manifest: RunManifest, selected: set[str],
+                result: BuildResult, tell: Progress) -> None:
+    store = ctx.store
     states, outputs = mf.stage_states(manifest), mf.stage_outputs(manifest)
     redo = False  # once a stage runs, every later stage runs too (its inputs may differ)
     for stage in STAGES:
+        if stage.name not in selected:
+            continue
         if not redo and states.get(stage.name) == "complete":
             missing = [k for k in outputs.get(stage.name, []) if not store.exists(k)]
             if not missing:
@@ -145,10 +180,8 @@ def run_build(source: str | None, out: str, config: BuildConfig | None = None, *
                 continue
             tell(BuildEvent(stage.name, "update", f"redoing: {missing[0]} is gone"))
         redo = True
-        ctx.resume = resume and stage.resumable
+        ctx.resume = result.resumed and stage.resumable
         result.summaries[stage.name] = _run_stage(stage, ctx, tell)
-    result.manifest = _finish(store, manifest.run_id)
-    return result
 
 
 def _mark_running(store: Store, run_id: str) -> None:
