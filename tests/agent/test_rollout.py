@@ -117,3 +117,19 @@ def test_a_new_run_id_carries_the_tasks_for_the_corpus(sample_tasks: SampleTasks
     assert fresh_store.list_runs("tasks") == sorted([sample_tasks.run_id, "oracle-run"])
     summary = run_corpus(fresh_store, "oracle-run")
     assert summary.rows["sft"] + summary.rows["sft_holdout"] >= 1
+
+
+def test_a_task_whose_workspace_cannot_be_built_fails_alone(sample_tasks: SampleTasks,
+                                                           fresh_store: Store) -> None:
+    from swemill.store.layout import shard_name
+
+    good, bad = sample_tasks.tasks[:2]
+    broken = [good, bad.model_copy(update={"snapshot": "snapshots/run_id=gone/x.tar.gz"})]
+    fresh_store.write_records("tasks", "broken", shard_name(0, 1), broken)
+    result = run_rollouts(fresh_store, "broken", sample_tasks.config("scripted:submit",
+                                                                     workers=2))
+    trajs = {t.task_id: t for t in _trajs(fresh_store, "broken")}
+    assert result.counts["failed"] == 1 and len(trajs) == 2
+    assert trajs[bad.instance_id].metadata["stop_reason"] == "env_error"
+    assert "snapshot unreadable" in (trajs[bad.instance_id].error or "")
+    assert trajs[good.instance_id].outcome is not None and trajs[good.instance_id].error is None
