@@ -154,3 +154,39 @@ def test_bad_input_stops_before_any_call_or_write(tmp_path: Path) -> None:
     assert not store.list_keys(f"pairs/run_id={run}")
     assert not store.list_keys(f"replay/replies/run_id={run}")
     assert "replay" not in store.read_manifest(run).counts
+
+
+def test_a_crash_in_the_batch_phase_still_writes_what_was_received(
+        tmp_path: Path, s3: LocalS3, aws_env: None) -> None:
+    from .conftest import write_session
+
+    store = Store.open(s3.root("crash"), storage_options=s3.storage_options)
+    from swemill.traces import ingest
+
+    run = ingest([write_session(tmp_path / "s.jsonl", 29)], store, run_id="crash").run_id
+    control = client("bedrock")
+
+    def crash(model_id: str, rid: str, model_input: dict[str, Any]) -> str:
+        raise RuntimeError("the batch runner fell over")
+
+    FakeBatchService(s3.storage_options, crash).attach(control)
+    with teachers([LS, LS, LS], repeat_last=True) as specs, \
+            pytest.raises(RuntimeError, match="fell over"):
+        run_replay(store, run,
+                   ReplayConfig(teachers=[CLAUDE, *specs[:2]], mode="bedrock-batch",
+                                role_arn=ROLE, service_quotas=False, retry=FAST,
+                                quotas=BatchQuotas(min_records_per_job=10)),
+                   ReplayClients(bedrock=control, sleep=lambda s: None))
+    replies = store.read_records(REPLIES_STAGE, run, TeacherReply)
+    assert len(replies) == 2 * 30 and {r.status for r in replies} == {"ok"}
+    meta = store.read_manifest(run).metadata["replay"]
+    assert meta["error"] == "RuntimeError: the batch runner fell over"
+    assert store.read_manifest(run).counts["replay"]["replies_ok"] == 60
+
+
+def test_batch_settings_are_checked_before_any_call(tmp_path: Path, aws_env: None) -> None:
+    store, run = ingested(tmp_path, turns=2)
+    with teachers([LS, LS, LS]) as specs, pytest.raises(ConfigError, match="s3:// store"):
+        run_replay(store, run, ReplayConfig(teachers=[CLAUDE, *specs[:2]], role_arn=ROLE,
+                                            mode="bedrock-batch", service_quotas=False))
+    assert not store.list_keys(f"replay/replies/run_id={run}")

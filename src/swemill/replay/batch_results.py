@@ -102,8 +102,9 @@ def read_job_output(store: Store, info: JobInfo, t: TeacherSpec, fmt: str,
     names = store.list_keys(info.output_prefix)
     outs = [n for n in names if n.endswith(".jsonl.out")]
     for name in outs:
-        got, c, strangers = parse_output_lines(
-            store.read_text(f"{info.output_prefix}/{name}"), sent, t, fmt, discount)
+        raw = store.get_bytes(f"{info.output_prefix}/{name}")
+        got, c, strangers = parse_output_lines(raw.decode("utf-8", errors="replace"), sent, t,
+                                               fmt, discount)
         counts.update(c)
         for rid, reply in got.items():
             replies.setdefault(rid, reply)

@@ -127,6 +127,8 @@ def _load(store: Store, run_id: str, limit: int | None) -> list[TraceState]:
 def run_replay(store: Store, run_id: str, cfg: ReplayConfig,
                clients: ReplayClients | None = None,
                progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
+    """The replay stage (see the module docstring). Bad settings raise before any call;
+    a failure while calling still writes what was received, then raises."""
     clients = clients or ReplayClients()
     pool = TeacherPool(parse_teachers(cfg.teachers), cfg.student_family, cfg.min_families,
                        cfg.allow_student_family)
@@ -137,38 +139,83 @@ def run_replay(store: Store, run_id: str, cfg: ReplayConfig,
     tools = tool_schemas()
     budget = Budget(cfg.max_usd, name="replay")
     decisions = {t.slug: _decide(t, states, cfg, tools) for t in pool.teachers}
-    replies: list[TeacherReply] = []
-    counts: Counter[str] = Counter()
-    jobs: list[Any] = []
-    fallback: dict[str, list[str]] = {}
     batch_teachers = [t for t in pool.teachers if decisions[t.slug].mode == "bedrock-batch"]
     if batch_teachers:
-        outcome = _run_batch(store, run_id, states, batch_teachers, budget, tools, cfg, clients)
-        replies += outcome.replies
-        counts.update({f"batch_{k}": v for k, v in outcome.counts.items()})
-        jobs, fallback = outcome.jobs, outcome.realtime
-    by_id = {s.state_id: s for s in states}
-    work = []
-    for t in pool.teachers:
-        mine = states if decisions[t.slug].mode == "realtime" else [
-            by_id[i] for i in fallback.get(t.slug, [])]
-        if mine:
-            policy = make_policy(t, max_tokens=cfg.max_tokens, retry=cfg.retry,
-                                 client=clients.bedrock_runtime if t.batch or
-                                 t.provider == "bedrock" else None)
-            work += [(s, t, policy) for s in mine]
-    counts["realtime_calls"] = len(work)
-    replies += replay_realtime(work, budget, tools, concurrency=cfg.concurrency,
-                               progress=progress)
-    judge = None
-    if cfg.judge:
-        from swemill.policies.base import policy_from_spec
+        _check_batch_ready(store, cfg)
+    got = _Gathered()
+    try:
+        _call_all(store, run_id, states, pool, decisions, batch_teachers, budget, tools, cfg,
+                  clients, progress, got)
+    except BaseException as exc:  # recorded in the manifest, then raised as it was
+        got.error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:  # whatever was received (and paid for) is written, even when a phase failed
+        judge = None
+        if cfg.judge and got.error is None:
+            from swemill.policies.base import policy_from_spec
 
-        judge = PolicyJudge(policy_from_spec(cfg.judge, max_tokens=16), budget=budget)
-    pairs, stats = extract_run(states, replies, min_families=cfg.min_families, judge=judge)
-    _write(store, run_id, replies, pairs, states, cfg.emit_trajectories)
-    return _record(store, run_id, pool, cfg, states, replies, pairs, stats, counts, budget,
-                   decisions, jobs)
+            judge = PolicyJudge(policy_from_spec(cfg.judge, max_tokens=16), budget=budget)
+        pairs, stats = extract_run(states, got.replies, min_families=cfg.min_families,
+                                   judge=judge)
+        _write(store, run_id, got.replies, pairs, states, cfg.emit_trajectories)
+        summary = _record(store, run_id, pool, cfg, states, got, pairs, stats, budget,
+                          decisions)
+    return summary
+
+
+@dataclass(slots=True)
+class _Gathered:
+    replies: list[TeacherReply] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    jobs: list[Any] = field(default_factory=list)
+    error: str | None = None
+
+
+def _check_batch_ready(store: Store, cfg: ReplayConfig) -> None:
+    if not store.url.startswith("s3://"):
+        raise ConfigError(f"bedrock-batch replay needs an s3:// store (--out s3://...), "
+                          f"not {store.url}; or pass --mode realtime")
+    if not (cfg.role_arn or os.environ.get("SWEMILL_BEDROCK_ROLE_ARN")):
+        raise ConfigError("bedrock-batch replay needs an IAM role for Bedrock: pass "
+                          "--role-arn or set SWEMILL_BEDROCK_ROLE_ARN")
+
+
+def _call_all(store: Store, run_id: str, states: list[TraceState], pool: TeacherPool,
+              decisions: dict[str, ModeDecision], batch_teachers: list[TeacherSpec],
+              budget: Budget, tools: list[dict[str, Any]], cfg: ReplayConfig,
+              clients: ReplayClients, progress: Callable[[int, int], None] | None,
+              got: _Gathered) -> None:
+    """Batch jobs run in a background thread while the realtime teachers are called; the
+    records batch hands back (below the job floor) are called realtime at the end."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def realtime(pairs: list[tuple[TeacherSpec, list[TraceState]]]) -> None:
+        work = []
+        for t, mine in pairs:
+            if mine:
+                client = clients.bedrock_runtime if t.provider.startswith("bedrock") else None
+                policy = make_policy(t, max_tokens=cfg.max_tokens, retry=cfg.retry,
+                                     client=client)
+                work += [(s, t, policy) for s in mine]
+        got.counts["realtime_calls"] += len(work)
+        got.replies.extend(replay_realtime(work, budget, tools, concurrency=cfg.concurrency,
+                                           progress=progress))
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-batch") as pool_exec:
+        batch = pool_exec.submit(_run_batch, store, run_id, states, batch_teachers, budget,
+                                 tools, cfg, clients) if batch_teachers else None
+        try:
+            realtime([(t, states) for t in pool.teachers
+                      if decisions[t.slug].mode == "realtime"])
+        finally:
+            outcome = batch.result() if batch is not None else None
+    if outcome is not None:
+        got.replies.extend(outcome.replies)
+        got.counts.update({f"batch_{k}": v for k, v in outcome.counts.items()})
+        got.jobs = outcome.jobs
+        by_id = {s.state_id: s for s in states}
+        realtime([(t, [by_id[i] for i in outcome.realtime.get(t.slug, [])])
+                  for t in batch_teachers])
 
 
 def _run_batch(store: Store, run_id: str, states: list[TraceState], teachers: list[TeacherSpec],
@@ -248,9 +295,10 @@ def _teacher_trajectories(states: list[TraceState], replies: list[TeacherReply]
 
 
 def _record(store: Store, run_id: str, pool: TeacherPool, cfg: ReplayConfig,
-            states: list[TraceState], replies: list[TeacherReply], pairs: list[PreferencePair],
-            stats: ExtractStats, counts: Counter[str], budget: Budget,
-            decisions: dict[str, ModeDecision], jobs: list[Any]) -> ReplaySummary:
+            states: list[TraceState], got: _Gathered, pairs: list[PreferencePair],
+            stats: ExtractStats, budget: Budget,
+            decisions: dict[str, ModeDecision]) -> ReplaySummary:
+    replies, counts, jobs = got.replies, got.counts, got.jobs
     status = Counter(f"replies_{r.status}" for r in replies)
     all_counts = {"in": len(states), "out": len(pairs), "replies": len(replies),
                   **status, **stats.as_counts(), **counts}
@@ -274,6 +322,7 @@ def _record(store: Store, run_id: str, pool: TeacherPool, cfg: ReplayConfig,
         manifest.metadata["replay"] = {
             "pool": pool.describe(), "mode": cfg.mode, "decisions": summary.decisions,
             "divergence_rate": summary.divergence_rate, "budget": summary.budget,
+            "error": got.error,
             "failed_records": {k: v[:100] for k, v in failed.items()},
             "jobs": [{"teacher": j.teacher, "shard": j.shard, "arn": j.arn, "status": j.status,
                       "message": j.message, "records": j.records, "cost_usd": j.cost_usd,
