@@ -153,3 +153,23 @@ def test_a_rerun_replaces_its_shards_and_teacher_trajectories_stay_out_of_sft(
         "claude_code"]
     summary = run_corpus(store, run)
     assert summary.rows["dpo"] + summary.rows["dpo_holdout"] == 2
+
+
+@pytest.mark.slow  # importing the anthropic SDK alone takes seconds
+def test_an_anthropic_teacher_speaks_the_messages_api(tmp_path: Path) -> None:
+    from swemill.policies.fake_server import FakeOpenAIServer
+
+    pytest.importorskip("anthropic")
+    store, run = ingested(tmp_path, turns=2)
+    always_ls = [tool_reply("bash", {"command": "ls"})]
+    with teachers([always_ls] * 3, repeat_last=True) as specs, \
+            FakeOpenAIServer(always_ls, repeat_last=True, price_in=1, price_out=2) as srv:
+        claude = f"anthropic:claude-haiku-4-5@{srv.root_url}#price=1/2"
+        summary = run_replay(store, run, ReplayConfig(teachers=[claude, *specs[:2]],
+                                                      max_usd=1.0, retry=FAST))
+        paths = {r.path for r in srv.requests}
+    assert paths == {"/v1/messages"} and len(srv.requests) == 3
+    replies = [r for r in store.read_records(REPLIES_STAGE, run, TeacherReply)
+               if r.family == "anthropic"]
+    assert [r.status for r in replies] == ["ok"] * 3
+    assert summary.counts["pairs_consensus"] == 3
