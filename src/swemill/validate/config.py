@@ -40,6 +40,10 @@ class TasksConfig(BaseModel):
     disagreement with the recorded lists is a ValidationError."""
     backend: str = "auto"
     """Sandbox backend: auto, bwrap, local."""
+    executor: str = "local"
+    """Where candidates are validated: ``local`` (warm workers in this process) or ``ray``
+    (chunks of candidates as Ray tasks; see ``swemill.executors.validation``). The tasks
+    are the same on both."""
     allow_contaminated: bool = False
     """Let an evaluation benchmark's repository through (the manifest records it)."""
     problem_writer: str | None = None
@@ -69,6 +73,9 @@ class TasksConfig(BaseModel):
     def check(self) -> TasksConfig:
         if "rows" in self.strategies and self.rows is None:
             raise ConfigError("the rows strategy needs a rows file (--rows FILE)")
+        if self.executor not in ("local", "ray"):
+            raise ConfigError(f"tasks cannot run on executor {self.executor!r}: local or ray "
+                              "(aws-batch validation is not built yet)")
         if self.backend not in ("auto", "bwrap", "local"):
             raise ConfigError(f"unknown sandbox backend {self.backend!r}: auto, bwrap or local")
         return self

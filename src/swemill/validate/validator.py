@@ -160,9 +160,16 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     result = TasksResult(run_id, source, src.repo, src.commit, verdict.license_tier,
                          timings_s={"setup": round(setup_s, 3)})
     ctx = CheckContext(baseline, src.commit, config.timeout_factor, config.timeout_margin_s)
-    pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
-                      limits=Limits(timeout_s=config.suite_timeout_s,
-                                    memory_mb=config.memory_mb))
+    limits = Limits(timeout_s=config.suite_timeout_s, memory_mb=config.memory_mb)
+    if config.executor == "local":
+        pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
+                          limits=limits)
+    else:  # the same stream contract on a distributed executor (swemill.executors)
+        from swemill.executors.validation import ExecutorPool, executor_for_tasks
+
+        pool = ExecutorPool(executor_for_tasks(config.executor, config.workers), env,
+                            src.commit, ctx, n=config.workers, backend=config.backend,
+                            limits=limits)
     quotas = _quotas(config.max_tasks, config.strategies)
     order = [s for s in config.strategies if s != "combine"]
     order += ["combine"] if "combine" in config.strategies else []
