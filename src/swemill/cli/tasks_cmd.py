@@ -45,6 +45,8 @@ def register(app: typer.Typer) -> None:
         = False,
         backend: Annotated[str, typer.Option(
             "--backend", help="Sandbox backend: auto, bwrap, local.")] = "auto",
+        executor: Annotated[str, typer.Option(
+            "--executor", help="Where candidates are validated: local or ray.")] = "local",
         run: Annotated[str | None, typer.Option(
             "--run", help="export: the run whose tasks to export.")] = None,
         fmt: Annotated[str, typer.Option("--format", help="export: only 'swebench'.")]
@@ -67,7 +69,8 @@ def register(app: typer.Typer) -> None:
             _export(Store.open(out, check=False), run, fmt, dest)
             return
         summary = _run(source, Store.open(out), _config(
-            strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend),
+            strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
+            executor),
             run_id, resume, quiet=json_out)
         if json_out:
             emit_json(summary)
@@ -78,7 +81,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
-            audit: int, allow_contaminated: bool, backend: str) -> Any:
+            audit: int, allow_contaminated: bool, backend: str, executor: str = "local") -> Any:
     from pydantic import ValidationError as PydanticError
 
     from swemill.validate.config import TasksConfig
@@ -86,7 +89,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
     opts: dict[str, Any] = {
         "strategies": [s for s in strategies.split(",") if s.strip()], "rows": rows,
         "max_tasks": max_tasks, "seed": seed, "audit": audit,
-        "allow_contaminated": allow_contaminated, "backend": backend,
+        "allow_contaminated": allow_contaminated, "backend": backend, "executor": executor,
     }
     if workers is not None:
         opts["workers"] = workers
