@@ -18,14 +18,15 @@ from typing import Any, Literal
 
 from swemill.agent.budget import Budget
 from swemill.core.errors import ConfigError, StoreError
-from swemill.core.records import PreferencePair, Trajectory
+from swemill.core.records import PreferencePair
 from swemill.core.tools import tool_schemas
 from swemill.policies.base import estimate_tokens
 from swemill.policies.retry import RetryPolicy
 from swemill.replay.batch_plan import BatchQuotas, ModeDecision, batch_vs_realtime
 from swemill.replay.extract import ExtractStats, PolicyJudge, extract_run
+from swemill.replay.output import write_outputs
 from swemill.replay.realtime import replay_realtime
-from swemill.replay.records import REPLIES_STAGE, TeacherReply
+from swemill.replay.records import TeacherReply
 from swemill.replay.teachers import (
     TeacherPool,
     TeacherSpec,
@@ -37,11 +38,9 @@ from swemill.store import Store
 from swemill.traces.load import load_states
 from swemill.traces.records import TraceState
 
-__all__ = ["ReplayConfig", "ReplayClients", "ReplaySummary", "run_replay", "PAIRS_SHARD"]
+__all__ = ["ReplayConfig", "ReplayClients", "ReplaySummary", "run_replay"]
 
 Mode = Literal["realtime", "bedrock-batch", "auto"]
-PAIRS_SHARD = "replay-00000"
-_ROWS_PER_SHARD = 5000
 
 
 @dataclass(slots=True)
@@ -157,7 +156,7 @@ def run_replay(store: Store, run_id: str, cfg: ReplayConfig,
             judge = PolicyJudge(policy_from_spec(cfg.judge, max_tokens=16), budget=budget)
         pairs, stats = extract_run(states, got.replies, min_families=cfg.min_families,
                                    judge=judge)
-        _write(store, run_id, got.replies, pairs, states, cfg.emit_trajectories)
+        write_outputs(store, run_id, got.replies, pairs, states, cfg.emit_trajectories)
         summary = _record(store, run_id, pool, cfg, states, got, pairs, stats, budget,
                           decisions)
     return summary
@@ -242,56 +241,6 @@ def _run_batch(store: Store, run_id: str, states: list[TraceState], teachers: li
     return run_batch(store, run_id, states, teachers, budget, tools, bcfg,
                      _aws("bedrock", clients.bedrock), quotas_for=quotas_for,
                      sleep=clients.sleep or time.sleep)
-
-
-def _chunks(rows: list[Any]) -> list[list[Any]]:
-    return [rows[i:i + _ROWS_PER_SHARD] for i in range(0, len(rows), _ROWS_PER_SHARD)]
-
-
-def _write(store: Store, run_id: str, replies: list[TeacherReply], pairs: list[PreferencePair],
-           states: list[TraceState], emit_trajectories: bool) -> None:
-    from swemill.corpus.stage import PAIRS_STAGE
-
-    # A rerun replaces the previous replay's shards; other stages' shards are not touched.
-    _clear(store, REPLIES_STAGE, run_id, "")
-    _clear(store, PAIRS_STAGE, run_id, "replay-")
-    _clear(store, "trajectories", run_id, "replay-")
-    for k, chunk in enumerate(_chunks(replies)):
-        store.write_records(REPLIES_STAGE, run_id, f"{k:05d}", chunk)
-    for k, chunk in enumerate(_chunks(pairs)):
-        store.write_records(PAIRS_STAGE, run_id, f"replay-{k:05d}", chunk)
-    if emit_trajectories:
-        trajs = _teacher_trajectories(states, replies)
-        for k, chunk in enumerate(_chunks(trajs)):
-            store.write_records("trajectories", run_id, f"replay-{k:05d}", chunk)
-
-
-def _clear(store: Store, stage: str, run_id: str, prefix: str) -> None:
-    from swemill.store.layout import marker_key, part_key
-
-    for shard in store.complete_shards(stage, run_id):
-        if shard.startswith(prefix):
-            store.delete(marker_key(stage, run_id, shard))  # unfinished first, then gone
-            store.delete(part_key(stage, run_id, shard))
-
-
-def _teacher_trajectories(states: list[TraceState], replies: list[TeacherReply]
-                          ) -> list[Trajectory]:
-    """One-step continuations: the state's history plus a teacher's action. They are kept
-    out of SFT (``admission="preference"``): an action that was never executed is no
-    demonstration."""
-    by_id = {s.state_id: s for s in states}
-    out = []
-    for r in replies:
-        state = by_id.get(r.state_id)
-        if state is None or not r.usable or r.message is None:
-            continue
-        out.append(Trajectory(
-            trajectory_id=f"{r.state_id}::{r.teacher}", source="replay", policy=r.spec,
-            messages=[*state.messages, r.message], usage=r.usage, admission="preference",
-            parent_id=state.trajectory_id, branch_point=state.prefix_len,
-            metadata={"state_id": r.state_id, "family": r.family, "mode": r.mode}))
-    return out
 
 
 def _record(store: Store, run_id: str, pool: TeacherPool, cfg: ReplayConfig,
