@@ -192,8 +192,9 @@ def test_no_temporary_objects_are_left(store: Store) -> None:
     for k in range(3):
         store.write_records("tasks", "r1", str(k), [_task(k)])
     store.write_json("x/y.json", {})
-    everything = store.fs.find(store.root, withdirs=False)
-    leftovers = [p for p in everything if ".tmp-" in p or "_swemill_probe" in p]
+    store.check_writable()
+    everything = store.fs.find(store.root, withdirs=True)
+    leftovers = [p for p in everything if ".tmp-" in p or "probe" in p]
     assert leftovers == []
 
 

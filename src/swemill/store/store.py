@@ -128,7 +128,7 @@ class Store:
             raise StoreError(f"cannot {action} {where}: {_first_line(exc)}") from exc
 
     def check_writable(self) -> None:
-        probe = f"_swemill_probe/{secrets.token_hex(6)}"
+        probe = f".swemill-probe-{secrets.token_hex(6)}"  # at the root: no folder left behind
         self.put_bytes(probe, b"ok")
         with self._io("clean up", probe):
             self.fs.rm(self.path(probe))
