@@ -173,3 +173,29 @@ def test_an_anthropic_teacher_speaks_the_messages_api(tmp_path: Path) -> None:
                if r.family == "anthropic"]
     assert [r.status for r in replies] == ["ok"] * 3
     assert summary.counts["pairs_consensus"] == 3
+
+
+def test_a_judge_decides_where_teachers_disagree_and_is_billed(tmp_path: Path) -> None:
+    from swemill.core.errors import ConfigError
+    from swemill.policies.fake_server import FakeOpenAIServer, text_reply
+
+    store, run = ingested(tmp_path, turns=1)
+    scripts = [[tool_reply("bash", {"command": c})] for c in ("ls", "pwd", "whoami")]
+    with teachers(scripts, repeat_last=True) as specs, FakeOpenAIServer(
+            [text_reply("B")], repeat_last=True, price_in=1, price_out=2) as judge:
+        with pytest.raises(ConfigError, match="add #price"):
+            run_replay(store, run, ReplayConfig(teachers=specs, max_usd=1.0,
+                                                judge=f"openai:judge-x@{judge.base_url}"))
+        summary = run_replay(store, run, ReplayConfig(
+            teachers=specs, max_usd=1.0, retry=FAST,
+            judge=f"openai:judge-x@{judge.base_url}#family=acme;price=1/2"))
+        asked = len(judge.requests)
+    pairs = store.read_records(PAIRS_STAGE, run, PreferencePair)
+    # Two states, three different teacher actions each, none a majority: the judge compared
+    # the original with each and preferred the teacher ("B") every time.
+    assert asked == 6 and len(pairs) == 6
+    assert {p.preference_source for p in pairs} == {"judge"}
+    assert all(p.metadata["rejected_by"] == "original" for p in pairs)
+    teacher_cost = sum(r.usage.cost_usd for r in store.read_records(
+        REPLIES_STAGE, run, TeacherReply))
+    assert summary.cost_usd > teacher_cost  # the judge's calls were booked too

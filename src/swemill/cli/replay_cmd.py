@@ -55,8 +55,8 @@ def register(app: typer.Typer) -> None:
             "--min-records", min=1, help="Batch job floor; fewer records go realtime.")]
         = None,
         judge: Annotated[str | None, typer.Option(
-            "--judge", help="Policy spec of an optional judge for pairs without a "
-                            "signal.")] = None,
+            "--judge", help="A teacher-style spec of an optional judge model for states "
+                            "without another signal.")] = None,
         trajectories: Annotated[bool, typer.Option(
             "--trajectories", help="Also write one-step teacher trajectories.")] = False,
         json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]

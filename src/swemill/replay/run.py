@@ -32,6 +32,7 @@ from swemill.replay.teachers import (
     TeacherSpec,
     check_credentials,
     make_policy,
+    parse_teacher,
     parse_teachers,
 )
 from swemill.store import Store
@@ -133,7 +134,8 @@ def run_replay(store: Store, run_id: str, cfg: ReplayConfig,
                        cfg.allow_student_family)
     if cfg.mode == "bedrock-batch" and not any(t.batch for t in pool.teachers):
         raise ConfigError("--mode bedrock-batch needs at least one bedrock-batch: teacher")
-    check_credentials(pool.teachers)
+    judge_spec = _judge_spec(cfg)
+    check_credentials(pool.teachers + ([judge_spec] if judge_spec else []))
     states = _load(store, run_id, cfg.limit)
     tools = tool_schemas()
     budget = Budget(cfg.max_usd, name="replay")
@@ -149,17 +151,25 @@ def run_replay(store: Store, run_id: str, cfg: ReplayConfig,
         got.error = f"{type(exc).__name__}: {exc}"
         raise
     finally:  # whatever was received (and paid for) is written, even when a phase failed
-        judge = None
-        if cfg.judge and got.error is None:
-            from swemill.policies.base import policy_from_spec
-
-            judge = PolicyJudge(policy_from_spec(cfg.judge, max_tokens=16), budget=budget)
+        judge = PolicyJudge(make_policy(judge_spec, max_tokens=16, retry=cfg.retry),
+                            name=judge_spec.spec, budget=budget) if judge_spec else None
         pairs, stats = extract_run(states, got.replies, min_families=cfg.min_families,
                                    judge=judge)
         write_outputs(store, run_id, got.replies, pairs, states, cfg.emit_trajectories)
         summary = _record(store, run_id, pool, cfg, states, got, pairs, stats, budget,
                           decisions)
     return summary
+
+
+def _judge_spec(cfg: ReplayConfig) -> TeacherSpec | None:
+    """The judge is named like a teacher; under a dollar budget it needs a price too."""
+    if not cfg.judge:
+        return None
+    spec = parse_teacher(cfg.judge)
+    if cfg.max_usd is not None and spec.price is None:
+        raise ConfigError(f"judge {spec.spec!r} has no known price and --max-usd is set: "
+                          "add #price=IN/OUT")
+    return spec
 
 
 @dataclass(slots=True)

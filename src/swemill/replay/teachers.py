@@ -56,8 +56,14 @@ class TeacherSpec:
 
     @property
     def slug(self) -> str:
-        """A name safe in store keys and unique within a pool (provider + model)."""
-        return f"{self.provider}-{self.model}".replace("/", "_").replace(":", "_")
+        """A name safe in store keys and unique within a pool: provider, model and, for a
+        server given by URL, a short digest of the URL."""
+        import hashlib
+
+        slug = f"{self.provider}-{self.model}".replace("/", "_").replace(":", "_")
+        if self.base_url:
+            slug += "-" + hashlib.sha256(self.base_url.encode()).hexdigest()[:6]
+        return slug
 
     @property
     def batch(self) -> bool:
