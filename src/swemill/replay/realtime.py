@@ -1,10 +1,10 @@
 """Realtime replay: every (state, teacher) pair is one API call, run concurrently.
 
-At most ``concurrency`` calls are in flight. Each call goes through
-:func:`swemill.agent.budget.acall_with_budget`: the call's worst case is reserved before it is
-sent and the real cost settled after, so ``--max-usd`` holds however many calls overlap. A
-call the budget refuses while other calls hold reservations waits for them to settle and
-tries again; one refused with nothing in flight is not sent and is recorded as
+``concurrency`` workers take the calls in order, so at most that many are in flight. Each
+call goes through :func:`swemill.agent.budget.acall_with_budget`: its worst case is reserved
+before it is sent and the real cost settled after, so ``--max-usd`` holds however many
+calls overlap. A call the budget refuses while other calls hold reservations waits for them
+to settle and tries again; one refused with nothing in flight is not sent and is recorded as
 ``status="budget"``. Transient errors (429, 5xx, dropped connections) are retried by the
 policy's :class:`RetryPolicy`; whatever still fails is recorded on its reply with the
 reason. One failed call never stops the run.
@@ -77,8 +77,7 @@ class _Settled:
 
 
 async def _one(state: TraceState, teacher: TeacherSpec, policy: Policy, budget: Budget,
-               tools: list[dict[str, Any]], gate: asyncio.Semaphore,
-               settled: _Settled) -> TeacherReply:
+               tools: list[dict[str, Any]], settled: _Settled) -> TeacherReply:
     def failed(status: str, exc: Exception) -> TeacherReply:
         return TeacherReply(state_id=state.state_id, teacher=teacher.slug, spec=teacher.spec,
                             family=teacher.family, mode="realtime",
@@ -86,18 +85,17 @@ async def _one(state: TraceState, teacher: TeacherSpec, policy: Policy, budget: 
 
     while True:
         seen = settled.generation
-        async with gate:
-            try:
-                reply = await acall_with_budget(policy, budget, teacher_messages(state), tools)
-            except BudgetExceeded as exc:
-                if budget.reserved_usd <= 0:  # nothing in flight can free money: final
-                    return failed("budget", exc)
-            except SwemillError as exc:  # the per-item boundary: record and go on
-                await settled.notify()
-                return failed("error", exc)
-            else:
-                await settled.notify()
-                break
+        try:
+            reply = await acall_with_budget(policy, budget, teacher_messages(state), tools)
+        except BudgetExceeded as exc:
+            if budget.reserved_usd <= 0:  # nothing in flight can free money: final
+                return failed("budget", exc)
+        except SwemillError as exc:  # the per-item boundary: record and go on
+            await settled.notify()
+            return failed("error", exc)
+        else:
+            await settled.notify()
+            break
         await settled.wait_after(seen, budget)
     return reply_from_message(state.state_id, teacher.slug, teacher.spec, teacher.family,
                               "realtime", reply.message, reply.usage, reply.format_errors)
@@ -125,23 +123,26 @@ async def areplay_work(
     concurrency: int = 16,
     progress: Progress | None = None,
 ) -> list[TeacherReply]:
-    """One call per (state, teacher, policy) item, at most ``concurrency`` at once; replies
-    come back in the items' order."""
+    """One call per (state, teacher, policy) item; ``concurrency`` workers take the items in
+    order, so at most that many calls are in flight and memory does not grow with the number
+    of items. Replies come back in the items' order."""
     if concurrency < 1:
         raise SwemillError(f"concurrency must be at least 1, got {concurrency}")
-    gate, settled = asyncio.Semaphore(concurrency), _Settled()
-    jobs = [_one(s, t, p, budget, tools, gate, settled) for s, t, p in work]
-    total, done = len(jobs), 0
+    settled = _Settled()
+    total, done = len(work), 0
+    items = iter(range(total))
     replies: list[TeacherReply | None] = [None] * total
 
-    async def run(i: int, job: Any) -> None:
+    async def worker() -> None:
         nonlocal done
-        replies[i] = await job
-        done += 1
-        if progress is not None:
-            progress(done, total)
+        for i in items:  # one shared iterator: each item is taken by exactly one worker
+            s, t, p = work[i]
+            replies[i] = await _one(s, t, p, budget, tools, settled)
+            done += 1
+            if progress is not None:
+                progress(done, total)
 
-    await asyncio.gather(*(run(i, j) for i, j in enumerate(jobs)))
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, total))))
     return [r for r in replies if r is not None]
 
 
