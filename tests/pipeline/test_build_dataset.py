@@ -4,6 +4,7 @@ with ``datasets``, renders through a chat template with tools, and the run is fu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,19 @@ def test_resume_of_a_complete_run_does_nothing_and_says_where_things_are(sample_
     assert "datasets.load_dataset" in proc.stdout
     after = {p: p.stat().st_mtime_ns for p in sample_build.root.rglob("*") if p.is_file()}
     assert after == before
+
+
+def test_no_argument_build_on_a_fresh_root(tmp_path, build_cache, cli) -> None:
+    """The README's command exactly: no source, no settings (the other tests use a smaller,
+    fixed-outcome configuration to share one build)."""
+    out = cli.build_json("--out", str(tmp_path / "swemill-out"), cache=build_cache)
+    assert out["status"] == "complete" and out["skipped_stages"] == []
+    assert out["rows"]["sft_train"] > 0 and out["rows"]["dpo_train"] > 0
+    m = json.loads((tmp_path / "swemill-out" / "manifests" / f"run_id={out['run_id']}.json")
+                   .read_text())
+    assert m["config"] == BuildConfig().resolved() and m["source"] == "sample"
+    for table in ("sft", "dpo"):
+        ds = datasets.load_dataset("parquet", data_files=f"{out['locations'][table]}/*.parquet")
+        assert ds["train"].num_rows == out["rows"][f"{table}_train"]
+    for key in ("card", "report"):
+        assert Path(out["locations"][key].removeprefix("file://")).is_file()
