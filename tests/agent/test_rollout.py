@@ -34,6 +34,7 @@ def test_oracle_solves_every_validated_task(sample_tasks: SampleTasks, fresh_sto
         assert set(t.outcome.fail_to_pass) == set(
             next(x for x in sample_tasks.tasks if x.instance_id == t.task_id).FAIL_TO_PASS)
     assert result.counts["sft"] == len(trajs) and result.counts["failed"] == 0
+    assert result.divergence_rate is None  # one candidate per task: nothing to compare
     manifest = fresh_store.read_manifest(sample_tasks.run_id)
     assert manifest.counts["rollouts"]["out"] == len(trajs)
     assert "oracle" in manifest.policies and "tasks" in str(manifest.counts)

@@ -163,7 +163,7 @@ def _run_shard(stage: _Stage, shard: str, tasks: list[Task]) -> dict[str, Any] |
             stage.stop.set()
             return None
         rates[task.instance_id] = res.solve_rate
-        points, divergent = points + len(res.points), divergent + res.divergent
+        points, divergent = points + res.compared, divergent + res.divergent
         if _select(stage, res, counts):
             trajs += res.trajectories
             pairs += res.pairs

@@ -57,6 +57,11 @@ class SampleResult:
         return self.samples + self.branches
 
     @property
+    def compared(self) -> int:
+        """Decision points with two candidates or more (the divergence rate's denominator)."""
+        return sum(1 for p in self.points if len(p.candidates) >= 2)
+
+    @property
     def divergent(self) -> int:
         return sum(1 for p in self.points if p.diverged)
 
