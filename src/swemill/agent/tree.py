@@ -9,6 +9,7 @@ restore removes a link before it writes where the link was.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import shutil
 import stat
@@ -22,6 +23,7 @@ _CONFIG_NAMES = frozenset({"pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml
                            "sitecustomize.py", "usercustomize.py", "noxfile.py", ".coveragerc"})
 _TEST_DIRS = frozenset({"tests", "test"})
 _MAX_DIFF_FILE = 2_000_000
+_MAX_DIFF_TEXT = 4_000_000
 
 
 def is_graded_path(rel: str) -> bool:
@@ -37,8 +39,17 @@ def is_graded_path(rel: str) -> bool:
     return any(part in _TEST_DIRS for part in p.parts[:-1])
 
 
+def _digest(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.digest()
+
+
 def _entries(root: Path) -> dict[str, tuple[str, bytes]]:
-    """``rel -> (kind, payload)``: files by content, links by target; never follows links."""
+    """``rel -> (kind, payload)``: files by content digest, links by target; never follows
+    links. Memory stays small however many or large the files a policy wrote."""
     out: dict[str, tuple[str, bytes]] = {}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         base = Path(dirpath)
@@ -57,8 +68,7 @@ def _entries(root: Path) -> dict[str, tuple[str, bytes]]:
             if stat.S_ISLNK(st.st_mode):
                 out[rel] = ("link", os.readlink(full).encode())
             elif stat.S_ISREG(st.st_mode):
-                data = full.read_bytes() if st.st_size <= _MAX_DIFF_FILE else b"%d" % st.st_size
-                out[rel] = ("file", data)
+                out[rel] = ("file", _digest(full))
     return out
 
 
@@ -78,11 +88,15 @@ class Changes:
         return self.lines_added + self.lines_removed
 
 
-def _text(entry: tuple[str, bytes] | None) -> list[str] | None:
+def _text(root: Path, rel: str, entry: tuple[str, bytes] | None) -> list[str] | None:
+    """The file's lines for a diff; None for links, binary and very large files."""
     if entry is None:
         return []
-    kind, data = entry
-    if kind != "file" or b"\x00" in data:
+    path = root / rel  # found by a walk that entered no link, and itself a regular file
+    if entry[0] != "file" or path.stat().st_size > _MAX_DIFF_FILE:
+        return None
+    data = path.read_bytes()
+    if b"\x00" in data:
         return None
     return data.decode("utf-8", errors="replace").splitlines(keepends=True)
 
@@ -96,9 +110,9 @@ def tree_changes(before: Path, after: Path) -> Changes:
         if a == b:
             continue
         out.paths.append(rel)
-        a_lines, b_lines = _text(a), _text(b)
-        if a_lines is None or b_lines is None:
-            out.diff += f"Binary or link change: {rel}\n"
+        a_lines, b_lines = _text(before, rel, a), _text(after, rel, b)
+        if a_lines is None or b_lines is None or len(out.diff) > _MAX_DIFF_TEXT:
+            out.diff += f"Binary, link or oversized change: {rel}\n"
             continue
         diff = list(difflib.unified_diff(a_lines, b_lines, f"a/{rel}", f"b/{rel}", n=3))
         added = [d[1:] for d in diff[2:] if d.startswith("+")]
