@@ -54,6 +54,9 @@ def register(app: typer.Typer) -> None:
         min_records: Annotated[int | None, typer.Option(
             "--min-records", min=1, help="Batch job floor; fewer records go realtime.")]
         = None,
+        service_quotas: Annotated[bool, typer.Option(
+            "--service-quotas/--no-service-quotas",
+            help="Read batch quotas from Service Quotas (else the configured ones).")] = True,
         judge: Annotated[str | None, typer.Option(
             "--judge", help="A teacher-style spec of an optional judge model for states "
                             "without another signal.")] = None,
@@ -88,7 +91,8 @@ def register(app: typer.Typer) -> None:
             max_tokens=max_tokens, min_families=min_families, student_family=student_family,
             allow_student_family=allow_student_family, limit=limit,
             urgency=urgency,  # type: ignore[arg-type]
-            role_arn=role_arn, quotas=quotas, judge=judge, emit_trajectories=trajectories)
+            role_arn=role_arn, quotas=quotas, service_quotas=service_quotas, judge=judge,
+            emit_trajectories=trajectories)
         store = Store.open(out)
         with _progress(enabled=not json_out) as tick:
             summary = run_replay(store, traces, cfg, progress=tick)
