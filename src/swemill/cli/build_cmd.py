@@ -24,18 +24,23 @@ def register(app: typer.Typer) -> None:
             "--policy", help="Policy spec, repeatable (default: oracle and noisy-oracle:0.5).")]
         = None,
         samples: Annotated[int | None, typer.Option(
-            "--samples", min=1, help="Rollouts per task and policy.")] = None,
+            "--samples", min=1,
+            help="Rollouts per task, cycling through the policies (default 4).")] = None,
         max_tasks: Annotated[int | None, typer.Option(
             "--max-tasks", min=1, help="Validated tasks to keep (default 4).")] = None,
         strategies: Annotated[str | None, typer.Option(
             "--strategies", help="Comma-separated: procedural, pr-mirror, combine "
                                  "(default: all three).")] = None,
         workers: Annotated[int | None, typer.Option(
-            "--workers", min=1, help="Parallel workers (validation, rollouts).")] = None,
-        seed: Annotated[int | None, typer.Option("--seed", help="Seed of every random choice.")]
-        = None,
+            "--workers", min=1,
+            help="Parallel workers for validation and rollouts (default 2).")] = None,
+        seed: Annotated[int | None, typer.Option(
+            "--seed", help="Seed of every random choice (default 0).")] = None,
         max_usd: Annotated[float | None, typer.Option(
             "--max-usd", min=0.0, help="Dollar ceiling for the run's policy calls.")] = None,
+        allow_contaminated: Annotated[bool, typer.Option(
+            "--allow-contaminated", help="Let an evaluation benchmark's repository through "
+                                         "(the manifest records it).")] = False,
         emit: Annotated[list[str] | None, typer.Option(
             "--emit", help="Extra tables: 'wm' for world-model tuples.")] = None,
         resume: Annotated[bool, typer.Option(
@@ -65,7 +70,8 @@ def register(app: typer.Typer) -> None:
             "max_tasks": max_tasks, "workers": workers,
             "strategies": tuple(x.strip() for x in strategies.split(",") if x.strip())
             if strategies else None, "seed": seed, "max_usd": max_usd,
-            "emit_wm": True if extra else None}
+            "emit_wm": True if extra else None,
+            "allow_contaminated": True if allow_contaminated else None}
         given = {k: v for k, v in flags.items() if v is not None}
         if resume and (fixed := sorted(set(given) - {"workers"})):
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)

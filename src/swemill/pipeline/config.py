@@ -29,7 +29,7 @@ class BuildConfig(BaseModel):
     policies: tuple[str, ...] = DEFAULT_POLICIES
     """Policy specs for the rollouts (``oracle``, ``noisy-oracle:P``, ``openai:MODEL``...)."""
     samples: int = Field(default=4, ge=1)
-    """Rollouts per task and policy (several samples give the preference pairs)."""
+    """Rollouts per task, cycling through ``policies`` (several give the preference pairs)."""
     max_tasks: int = Field(default=4, ge=1)
     """Validated tasks to write, shared between the synthesis strategies."""
     strategies: tuple[str, ...] | None = None
