@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
         if resume and (fixed := sorted(set(given) - {"workers"})):
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)
             fail(f"--resume continues a run under its recorded settings; drop {names}")
-        config = _config(given)
+        config = _config(given) if given or not resume else None
         with _Display(enabled=not json_out) as display:
             result = run_build(source, out, config, resume=resume, run_id=run_id, parent=parent,
                                stages=stage or None, progress=display.event)
