@@ -33,8 +33,10 @@ def _one_error_line(proc: subprocess.CompletedProcess[str], needle: str) -> None
 def test_rollout_from_another_root_writes_the_run_there(sample_tasks: SampleTasks,
                                                         tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = _swemill(sample_tasks.cache, "--tasks", str(sample_tasks.root), "--policy", "oracle",
-                    "--out", str(out), "--max-tasks", "1", "--json")
+    cfg = tmp_path / "rollout.yaml"
+    cfg.write_text("policy: scripted:submit\nmax_tasks: 1\nworkers: 1\n")
+    proc = _swemill(sample_tasks.cache, "--tasks", str(sample_tasks.root), "--config", str(cfg),
+                    "--policy", "oracle", "--out", str(out), "--json")  # the flag wins
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["run_id"] == sample_tasks.run_id and summary["counts"]["sft"] == 1
@@ -53,14 +55,16 @@ def test_rollout_from_another_root_writes_the_run_there(sample_tasks: SampleTask
     (["--policy", "teleport:x"], "unknown policy spec"),
     (["--policy", "oracle", "--select", "sometimes"], "--select"),
     (["--policy", "oracle", "--select", "fractional"], "--samples 2"),
-    (["--policy", "oracle", "--branch-turns", "two"], "--branch-turns"),
-    (["--policy", "oracle", "--price", "cheap"], "--price"),
+    (["--config", "{tmp}/bad.yaml"], "bogus: Extra inputs are not permitted"),
+    ([], "no policy"),
 ])
 def test_bad_input_is_one_line(sample_tasks: SampleTasks, tmp_path: Path, args: list[str],
                                needle: str) -> None:
     out = tmp_path / "out"
     store = Store.open(str(out))
     store.write_records("tasks", "r1", shard_name(0, 1), sample_tasks.tasks[:1])
+    (tmp_path / "bad.yaml").write_text("policy: oracle\nbogus: 1\n")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     _one_error_line(_swemill(sample_tasks.cache, "--tasks", "r1", "--out", str(out), *args),
                     needle)
 

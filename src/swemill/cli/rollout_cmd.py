@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,10 +20,13 @@ def register(app: typer.Typer) -> None:
         tasks: Annotated[str, typer.Option(
             "--tasks", help="A run id whose tasks are in --out, or a store root holding tasks "
             "(its newest run).")],
-        policy: Annotated[str, typer.Option(
-            "--policy", help="openai:MODEL[@URL], anthropic:MODEL, bedrock:MODEL_ID, oracle, "
-            "noisy-oracle:P, scripted:NAME; comma-separated for several teachers.")],
         out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
+        policy: Annotated[str | None, typer.Option(
+            "--policy", help="openai:MODEL[@URL], anthropic:MODEL, bedrock:MODEL_ID, oracle, "
+            "noisy-oracle:P, scripted:NAME; comma-separated for several teachers.")] = None,
+        config_file: Annotated[Path | None, typer.Option(
+            "--config", help="YAML or JSON file of RolloutConfig settings; flags override it.")]
+        = None,
         samples: Annotated[int | None, typer.Option(
             "--samples", min=1, help="Candidates per task (gives each task's solve rate).")]
         = None,
@@ -30,19 +34,23 @@ def register(app: typer.Typer) -> None:
             "--max-usd", min=0.0, help="Dollar limit of the whole run; never exceeded.")] = None,
         max_usd_task: Annotated[float | None, typer.Option(
             "--max-usd-task", min=0.0, help="Dollar limit per task.")] = None,
-        workers: Annotated[int, typer.Option("--workers", min=1, help="Tasks run at once.")] = 1,
-        select: Annotated[str, typer.Option(
+        workers: Annotated[int | None, typer.Option(
+            "--workers", min=1, help="Tasks run at once [default: 1].")] = None,
+        select: Annotated[str | None, typer.Option(
             "--select", help="'all', or 'fractional': keep tasks solved sometimes, not always.")]
-        = "all",
+        = None,
         price: Annotated[str | None, typer.Option(
             "--price", help="IN,OUT dollars per million tokens ('0,0' for a free local server).")]
         = None,
-        max_turns: Annotated[int, typer.Option("--max-turns", min=1)] = 50,
-        max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1)] = None,
-        branch_turns: Annotated[str, typer.Option(
+        max_turns: Annotated[int | None, typer.Option(
+            "--max-turns", min=1, help="Model calls per attempt [default: 50].")] = None,
+        max_tasks: Annotated[int | None, typer.Option(
+            "--max-tasks", min=1, help="Roll out only the first N tasks (by id).")] = None,
+        branch_turns: Annotated[str | None, typer.Option(
             "--branch-turns", help="Extra decision points (turns of the first sample), "
-            "e.g. '2,4'.")] = "",
-        backend: Annotated[str, typer.Option("--backend", help="auto, bwrap, local.")] = "auto",
+            "e.g. '2,4'.")] = None,
+        backend: Annotated[str | None, typer.Option(
+            "--backend", help="Sandbox backend: auto, bwrap, local.")] = None,
         run_id: Annotated[str | None, typer.Option(
             "--run-id", help="Run to write (default: the tasks' run).")] = None,
         resume: Annotated[bool, typer.Option(
@@ -51,24 +59,22 @@ def register(app: typer.Typer) -> None:
         = False,
     ) -> None:
         """Run a policy on a run's tasks; write trajectories/ and pairs/ of the run."""
-        from pydantic import ValidationError as PydanticError
-
-        from swemill.agent.rollout import RolloutConfig, run_rollouts
+        from swemill.agent.rollout import run_rollouts
         from swemill.store import Store
 
-        if select not in ("all", "fractional"):
+        if select not in (None, "all", "fractional"):
             fail(f"unknown --select {select!r}: use 'all' or 'fractional'")
-        try:
-            turns = [int(t) for t in branch_turns.split(",") if t.strip()]
-        except ValueError:
-            fail(f"--branch-turns must be comma-separated turn numbers, got {branch_turns!r}")
-        try:
-            config = RolloutConfig(
-                policy=policy, samples=samples, max_usd=max_usd, max_usd_task=max_usd_task,
-                workers=workers, select=select, price=price, max_turns=max_turns,  # type: ignore[arg-type]
-                max_tasks=max_tasks, branch_turns=turns, backend=backend).check()
-        except PydanticError as exc:
-            fail(str(exc.errors()[0]["msg"]))
+        turns = None
+        if branch_turns is not None:
+            try:
+                turns = [int(t) for t in branch_turns.split(",") if t.strip()]
+            except ValueError:
+                fail(f"--branch-turns must be comma-separated turn numbers, got {branch_turns!r}")
+        flags = {"policy": policy, "samples": samples, "max_usd": max_usd,
+                 "max_usd_task": max_usd_task, "workers": workers, "select": select,
+                 "price": price, "max_turns": max_turns, "max_tasks": max_tasks,
+                 "branch_turns": turns, "backend": backend}
+        config = _config(config_file, flags)
         store = Store.open(out)
         tasks_run = _tasks_run(store, tasks)
         result = _run(store, tasks_run, config, run_id, resume, quiet=json_out, fn=run_rollouts)
@@ -76,6 +82,32 @@ def register(app: typer.Typer) -> None:
             emit_json(asdict(result))
         else:
             _print(result)
+
+
+def _config(path: Path | None, flags: dict[str, Any]) -> Any:
+    """File settings, then the flags that were given, as one checked RolloutConfig."""
+    import yaml
+    from pydantic import ValidationError as PydanticError
+
+    from swemill.agent.rollout import RolloutConfig
+
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            fail(f"--config {path}: cannot read it: {' '.join(str(exc).split())}")
+        if not isinstance(loaded, dict):
+            fail(f"--config {path}: expected a mapping of RolloutConfig settings")
+        values.update(loaded)
+    values.update({k: v for k, v in flags.items() if v is not None})
+    if not values.get("policy"):
+        fail("no policy: pass --policy SPEC (or 'policy:' in --config)")
+    try:
+        return RolloutConfig(**values).check()
+    except PydanticError as exc:
+        err = exc.errors()[0]
+        fail(f"{'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']}")
 
 
 def _tasks_run(store: Store, tasks: str) -> str:
