@@ -24,6 +24,7 @@ from swemill.agent.monitor import HackMonitor
 from swemill.core.errors import BudgetExceeded, PolicyError, SwemillError
 from swemill.core.records import (
     Message,
+    Task,
     TextBlock,
     ToolResultBlock,
     Trajectory,
@@ -63,7 +64,7 @@ class Limits:
     """Name the FAIL_TO_PASS tests in the first message."""
 
 
-def task_messages(task: Any, workdir: str, show_tests: bool = True) -> list[Message]:
+def task_messages(task: Task, workdir: str, show_tests: bool = True) -> list[Message]:
     """The shared opening: the system prompt and the task as the user states it."""
     text = task.problem_statement.strip()
     if show_tests and task.FAIL_TO_PASS:
@@ -154,14 +155,14 @@ class _Run:
         traj.admission = admit(traj)
 
 
-def _new(task: Any, spec: str, synthetic: bool, trajectory_id: str | None,
+def _new(task: Task, spec: str, synthetic: bool, trajectory_id: str | None,
          metadata: dict[str, Any]) -> Trajectory:
     return Trajectory(trajectory_id=trajectory_id or uuid.uuid4().hex, task_id=task.instance_id,
                       source="rollout", policy=spec, synthetic=synthetic,
                       license_tier=task.license_tier, metadata=metadata)
 
 
-def failed_trajectory(task: Any, spec: str, error: str, trajectory_id: str | None = None,
+def failed_trajectory(task: Task, spec: str, error: str, trajectory_id: str | None = None,
                       stop: StopReason = "env_error", *, synthetic: bool = False) -> Trajectory:
     """The record of a trajectory that could not start (no workspace, no policy)."""
     traj = _new(task, spec, synthetic, trajectory_id, {"stop_reason": stop, "turns": 0})
@@ -169,7 +170,7 @@ def failed_trajectory(task: Any, spec: str, error: str, trajectory_id: str | Non
     return traj
 
 
-def collect_trajectory(env: TaskEnv, task: Any, policy: Policy, limits: Limits,
+def collect_trajectory(env: TaskEnv, task: Task, policy: Policy, limits: Limits,
                        budget: Budget | None = None,
                        on_step: Callable[[Trajectory], None] | None = None, *,
                        prefix: list[Message] | None = None, trajectory_id: str | None = None,

@@ -19,13 +19,12 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any
 
 from swemill.agent.budget import Budget
 from swemill.agent.env import TaskEnv
 from swemill.agent.harness import Limits, collect_trajectory, failed_trajectory, task_messages
 from swemill.core.errors import SwemillError
-from swemill.core.records import Message, PreferencePair, Trajectory
+from swemill.core.records import Message, PreferencePair, Task, Trajectory
 from swemill.policies.base import Policy
 
 __all__ = ["DecisionPoint", "SampleResult", "sample_task", "pairs_at", "first_action_key"]
@@ -86,7 +85,7 @@ def _score(t: Trajectory) -> float | None:
     return None if t.outcome is None else t.outcome.grade
 
 
-def pairs_at(point: DecisionPoint, task: Any, *, max_pairs: int = 6) -> list[PreferencePair]:
+def pairs_at(point: DecisionPoint, task: Task, *, max_pairs: int = 6) -> list[PreferencePair]:
     """Every (higher, lower) pair of graded candidates, clean higher side, best gaps first."""
     graded = [c for c in point.candidates if _score(c) is not None and not c.error]
     out: list[tuple[float, Trajectory, Trajectory]] = []
@@ -114,7 +113,7 @@ def pairs_at(point: DecisionPoint, task: Any, *, max_pairs: int = 6) -> list[Pre
     return pairs
 
 
-def sample_task(env: TaskEnv, task: Any, policies: Sequence[Policy], limits: Limits,
+def sample_task(env: TaskEnv, task: Task, policies: Sequence[Policy], limits: Limits,
                 budget: Budget | None = None, *, branch_turns: Sequence[int] = (),
                 on_step: Callable[[Trajectory], None] | None = None, id_prefix: str = "",
                 max_pairs: int = 6) -> SampleResult:
