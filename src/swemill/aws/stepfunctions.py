@@ -81,7 +81,7 @@ def _emr(nxt: str) -> dict[str, Any]:
             "JobDriver": {"SparkSubmit": {
                 "EntryPoint.$": "$.emr.corpus_entry_point",
                 "EntryPointArguments.$": "States.Array('--out', $.root, '--run-id', $.run_id)",
-                "SparkSubmitParameters": "--conf spark.executor.cores=2",
+                "SparkSubmitParameters.$": "$.emr.spark_submit_parameters",
             }},
         },
         "ResultSelector": {"JobRunId.$": "$.JobRunId"},
@@ -137,7 +137,8 @@ def _manifest() -> dict[str, Any]:
 def state_machine(stages: tuple[Stage, ...] = STAGES) -> dict[str, Any]:
     """The ASL definition. Input: ``root``, ``bucket``, ``prefix`` (of ``root`` in the
     bucket, ending in ``/`` or empty), ``run_id``, ``source``, ``batch`` {job_queue,
-    job_definition}, ``emr`` {application_id, execution_role_arn, corpus_entry_point};
+    job_definition}, ``emr`` {application_id, execution_role_arn, corpus_entry_point,
+    spark_submit_parameters};
     optional ``traces_input`` + ``traces_run`` + ``glue`` {ingest_job}, ``teachers``."""
     shapes = stage_shapes(stages)
     names = [n for n, _ in shapes]
