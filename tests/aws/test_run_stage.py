@@ -1,4 +1,4 @@
-"""``swemill aws run-stage``: one stage with the driver's bookkeeping; retried, it skips."""
+"""``swemill aws run-stage``: one stage through the build driver; retried, it skips."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from swemill.aws.run_stage import run_stage
-from swemill.core.errors import ConfigError, StoreError
+from swemill.core.errors import ConfigError
 from swemill.store import Store
 
 
@@ -24,7 +24,7 @@ def test_first_stage_starts_the_run_and_a_retry_skips(tmp_path: Path) -> None:
 
 
 def test_later_stage_needs_the_run(tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match="the first stage \\(gate\\) starts a run"):
+    with pytest.raises(ConfigError, match="stage gate of run r1 is not complete"):
         run_stage("tasks", Store(str(tmp_path)), "r1", "sample")
     with pytest.raises(ConfigError, match="unknown stage"):
         run_stage("deploy", Store(str(tmp_path)), "r1", "sample")
