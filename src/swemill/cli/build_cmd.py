@@ -36,6 +36,8 @@ def register(app: typer.Typer) -> None:
             help="Parallel workers for validation and rollouts (default 2).")] = None,
         seed: Annotated[int | None, typer.Option(
             "--seed", help="Seed of every random choice (default 0).")] = None,
+        executor: Annotated[str | None, typer.Option(
+            "--executor", help="Where validation runs: local or ray (default local).")] = None,
         max_usd: Annotated[float | None, typer.Option(
             "--max-usd", min=0.0, help="Dollar ceiling for the run's policy calls.")] = None,
         allow_contaminated: Annotated[bool, typer.Option(
@@ -69,7 +71,7 @@ def register(app: typer.Typer) -> None:
             "policies": tuple(policy) if policy else None, "samples": samples,
             "max_tasks": max_tasks, "workers": workers,
             "strategies": tuple(x.strip() for x in strategies.split(",") if x.strip())
-            if strategies else None, "seed": seed, "max_usd": max_usd,
+            if strategies else None, "seed": seed, "max_usd": max_usd, "executor": executor,
             "emit_wm": True if extra else None,
             "allow_contaminated": True if allow_contaminated else None}
         given = {k: v for k, v in flags.items() if v is not None}

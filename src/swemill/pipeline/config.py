@@ -18,7 +18,7 @@ DEFAULT_POLICIES = ("oracle", "noisy-oracle:0.5")
 the rejected side of execution-graded DPO pairs. No network, no key."""
 
 # Settings that change where or how fast work runs, never what it produces.
-_NOT_HASHED = frozenset({"workers"})
+_NOT_HASHED = frozenset({"workers", "executor"})
 
 
 class BuildConfig(BaseModel):
@@ -40,6 +40,8 @@ class BuildConfig(BaseModel):
     """Seed of synthesis, noisy policies and the held-out split."""
     max_usd: float | None = Field(default=None, ge=0.0)
     """Dollar ceiling for the whole run's policy calls; None means no ceiling."""
+    executor: Literal["local", "ray"] = "local"
+    """Where validation runs: ``local`` workers or ``ray`` (the same tasks either way)."""
     backend: Literal["auto", "bwrap", "local"] = "auto"
     """Sandbox backend for the baseline, validation and rollouts."""
     holdout: float = Field(default=0.1, ge=0.0, lt=1.0)

@@ -95,7 +95,8 @@ def tasks(ctx: StageContext) -> dict[str, int]:
     c = ctx.config
     config = _config(TasksConfig, max_tasks=c.max_tasks, workers=c.workers, seed=c.seed,
                      backend=c.backend, allow_contaminated=c.allow_contaminated,
-                     strategies=list(c.strategies) if c.strategies else None)
+                     strategies=list(c.strategies) if c.strategies else None,
+                     executor=c.executor)
     result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, resume=ctx.resume,
                        progress=_progress(ctx))
     return {"tasks": result.tasks, "candidates": result.candidates}
