@@ -178,6 +178,8 @@ def _print_summary(result: BuildResult) -> None:
     if result.skipped:
         lines.append(("resumed", "already finished: " + ", ".join(result.skipped)))
     out.print(f"[bold]swemill build[/]: run {result.run_id} {m.status}")
+    for note in m.metadata.get("build", {}).get("warnings", []):
+        out.print(f"  [yellow]warning:[/] {note}")
     for key, value in lines:
         out.print(f"  {key:13} {value}", markup=False)
     load = f'datasets.load_dataset("parquet", data_files="{where["sft"]}/*.parquet")'
