@@ -71,7 +71,7 @@ def test_max_usd_holds_with_16_concurrent_requests(tmp_path: Path) -> None:
     assert 12 <= peak <= 16, peak
     manifest = store.read_manifest(run)
     assert manifest.counts["replay"]["replies_budget"] == len(refused)
-    assert manifest.teachers == specs
+    assert manifest.teachers == sorted(specs)
 
 
 def test_pairs_carry_their_source_and_reach_the_pairs_stage(tmp_path: Path) -> None:
@@ -199,3 +199,24 @@ def test_a_judge_decides_where_teachers_disagree_and_is_billed(tmp_path: Path) -
     teacher_cost = sum(r.usage.cost_usd for r in store.read_records(
         REPLIES_STAGE, run, TeacherReply))
     assert summary.cost_usd > teacher_cost  # the judge's calls were booked too
+
+
+def test_one_teacher_at_a_time_then_pairs_from_every_teachers_replies(tmp_path: Path) -> None:
+    store, run = ingested(tmp_path, turns=3, errors={1})
+    always_ls = [tool_reply("bash", {"command": "ls"})]
+    with teachers([always_ls] * 3, repeat_last=True) as specs:
+        first = run_replay(store, run, ReplayConfig(teachers=specs[:1], min_families=1))
+        for spec in specs[1:]:  # as a workflow with one job per teacher would
+            last = run_replay(store, run, ReplayConfig(teachers=[spec], min_families=1))
+    # Alone, the first teacher gives only the error_signal pair (no 3-family consensus).
+    assert (first.counts["pairs"], first.counts["pairs_error_signal"]) == (1, 1)
+    assert last.counts["replies_of_other_teachers"] == 2 * 4
+    assert (last.counts["pairs_error_signal"], last.counts["pairs_consensus"]) == (1, 3)
+    assert store.read_manifest(run).teachers == sorted(specs)
+    before = sorted(p.pair_id for p in store.read_records(PAIRS_STAGE, run, PreferencePair))
+    # The servers are gone: extracting again calls nobody and gives the same pairs.
+    again = run_replay(store, run, ReplayConfig(teachers=[], pairs_only=True))
+    assert again.counts["pairs"] == 4 and again.counts["replies"] == 0
+    after = sorted(p.pair_id for p in store.read_records(PAIRS_STAGE, run, PreferencePair))
+    assert len(before) == 4 and after == before
+    assert len(store.read_records(REPLIES_STAGE, run, TeacherReply)) == 3 * 4

@@ -19,11 +19,12 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def replay(
         traces: Annotated[str, typer.Option("--traces", help="Run id of a `traces ingest` run.")],
-        teachers: Annotated[str, typer.Option(
-            "--teachers", help="Comma-separated PROVIDER:MODEL, each optionally with @URL "
-                               "and #family=F;price=IN/OUT; providers: openai, openrouter, "
-                               "anthropic, bedrock, bedrock-batch.")],
         out: Annotated[str, typer.Option("--out", help="Store root holding the traces run.")],
+        teachers: Annotated[str, typer.Option(
+            "--teachers", show_default=False,
+            help="Comma-separated PROVIDER:MODEL, each optionally with @URL and "
+                 "#family=F;price=IN/OUT; providers: openai, openrouter, anthropic, bedrock, "
+                 "bedrock-batch.")] = "",
         max_usd: Annotated[float | None, typer.Option(
             "--max-usd", min=0.0, help="Dollar ceiling for the whole replay (never passed).")]
         = None,
@@ -35,6 +36,13 @@ def register(app: typer.Typer) -> None:
             "--max-tokens", min=16, help="Output tokens per teacher call.")] = 1024,
         min_families: Annotated[int, typer.Option(
             "--min-families", min=1, help="Model families the pool must span.")] = 3,
+        consensus_families: Annotated[int, typer.Option(
+            "--consensus-families", min=1,
+            help="Families that must back a majority action for a consensus pair.")] = 3,
+        pairs_only: Annotated[bool, typer.Option(
+            "--pairs-only", help="Call no teacher: extract pairs again from the replies "
+                                 "stored for the run (after one-teacher-at-a-time "
+                                 "replays).")] = False,
         student_family: Annotated[str | None, typer.Option(
             "--student-family", help="Family of the model to be trained (kept out of the "
                                      "pool).")] = None,
@@ -73,6 +81,8 @@ def register(app: typer.Typer) -> None:
         from swemill.replay.run import ReplayConfig, run_replay
         from swemill.store import Store
 
+        if not teachers.strip() and not pairs_only:
+            fail("--teachers is required (unless --pairs-only)")
         if mode not in MODES:
             fail(f"unknown --mode {mode!r}: choose one of {', '.join(MODES)}")
         if urgency not in URGENCIES:
@@ -88,7 +98,9 @@ def register(app: typer.Typer) -> None:
         cfg = ReplayConfig(
             teachers=[t for t in teachers.split(",") if t.strip()], max_usd=max_usd,
             mode=mode, concurrency=concurrency,  # type: ignore[arg-type]
-            max_tokens=max_tokens, min_families=min_families, student_family=student_family,
+            max_tokens=max_tokens, min_families=min_families,
+            consensus_families=consensus_families, pairs_only=pairs_only,
+            student_family=student_family,
             allow_student_family=allow_student_family, limit=limit,
             urgency=urgency,  # type: ignore[arg-type]
             role_arn=role_arn, quotas=quotas, service_quotas=service_quotas, judge=judge,

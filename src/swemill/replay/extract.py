@@ -61,7 +61,8 @@ Scorer = Callable[[TraceState, Message], float | None]
 def candidates_of(state: TraceState, replies: Iterable[TeacherReply]) -> list[Candidate]:
     original_family = str(state.metadata.get("family", "")) or _family_from_model(state.model)
     out = [Candidate(ORIGINAL, original_family, state.response, tuple(state.action_keys))]
-    for r in replies:
+    # In teacher order, so the pairs do not depend on the order replies arrived or were read.
+    for r in sorted(replies, key=lambda r: r.teacher):
         if r.usable and r.message is not None:
             out.append(Candidate(r.teacher, r.family, r.message, tuple(r.action_keys)))
     return out

@@ -1,7 +1,8 @@
 """Writing the replay stage: replies, pairs and (on request) teacher trajectories.
 
-A rerun of replay on the same run replaces its own shards (``replay/replies/`` and the
-``replay-*`` shards of ``pairs/`` and ``trajectories/``) and leaves every other shard alone.
+Replies are sharded per teacher (``replay/replies/run_id=<id>/part-<teacher>-<k>``), so a
+replay of some teachers replaces their shards only; pairs are extracted from every teacher's
+stored replies and replace the ``replay-*`` shards of ``pairs/``. No other shard is touched.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from swemill.replay.records import REPLIES_STAGE, TeacherReply
 from swemill.store import Store
 from swemill.traces.records import TraceState
 
-__all__ = ["write_outputs"]
+__all__ = ["stored_replies", "write_replies", "write_pairs"]
 
 _ROWS_PER_SHARD = 5000
 
@@ -22,23 +23,39 @@ def _chunks(rows: list[Any]) -> list[list[Any]]:
     return [rows[i:i + _ROWS_PER_SHARD] for i in range(0, len(rows), _ROWS_PER_SHARD)]
 
 
-def write_outputs(store: Store, run_id: str, replies: list[TeacherReply],
-                  pairs: list[PreferencePair], states: list[TraceState],
+def stored_replies(store: Store, run_id: str, skip: set[str]) -> list[TeacherReply]:
+    """Replies earlier replays of this run stored for teachers not in ``skip`` (a run may
+    replay one teacher at a time, e.g. one batch job per teacher in a workflow)."""
+    if not store.complete_shards(REPLIES_STAGE, run_id):
+        return []
+    rows: list[TeacherReply] = store.read_records(REPLIES_STAGE, run_id, TeacherReply)
+    return [r for r in rows if r.teacher not in skip]
+
+
+def write_replies(store: Store, run_id: str, replies: list[TeacherReply],
+                  teachers: list[str], states: list[TraceState],
                   emit_trajectories: bool) -> None:
+    """Each teacher's replies (and trajectories) in its own shards, replacing that teacher's
+    shards from an earlier replay and leaving every other teacher's alone."""
+    for slug in teachers:
+        _clear(store, REPLIES_STAGE, run_id, f"{slug}-")
+        _clear(store, "trajectories", run_id, f"replay-{slug}-")
+        mine = [r for r in replies if r.teacher == slug]
+        for k, chunk in enumerate(_chunks(mine)):
+            store.write_records(REPLIES_STAGE, run_id, f"{slug}-{k:05d}", chunk)
+        if emit_trajectories:
+            trajs = _teacher_trajectories(states, mine)
+            for k, chunk in enumerate(_chunks(trajs)):
+                store.write_records("trajectories", run_id, f"replay-{slug}-{k:05d}", chunk)
+
+
+def write_pairs(store: Store, run_id: str, pairs: list[PreferencePair]) -> None:
+    """The run's replay pairs, replacing the previous replay's (other pairs stay)."""
     from swemill.corpus.stage import PAIRS_STAGE
 
-    # A rerun replaces the previous replay's shards; other stages' shards are not touched.
-    _clear(store, REPLIES_STAGE, run_id, "")
     _clear(store, PAIRS_STAGE, run_id, "replay-")
-    _clear(store, "trajectories", run_id, "replay-")
-    for k, chunk in enumerate(_chunks(replies)):
-        store.write_records(REPLIES_STAGE, run_id, f"{k:05d}", chunk)
     for k, chunk in enumerate(_chunks(pairs)):
         store.write_records(PAIRS_STAGE, run_id, f"replay-{k:05d}", chunk)
-    if emit_trajectories:
-        trajs = _teacher_trajectories(states, replies)
-        for k, chunk in enumerate(_chunks(trajs)):
-            store.write_records("trajectories", run_id, f"replay-{k:05d}", chunk)
 
 
 def _clear(store: Store, stage: str, run_id: str, prefix: str) -> None:

@@ -2,10 +2,12 @@
 preference pairs out, written where the corpus stage reads them for the same run id.
 
 Order of work: check the pool and the credentials (nothing is called or written before),
-load the states, run the Bedrock batch teachers (their records below the job floor come
-back for realtime), run every realtime call under the one budget, extract pairs, write
-``replay/replies/`` and ``pairs/`` (and, on request, one-step teacher trajectories under
-``trajectories/``), then record counts, cost, teachers and job ids in the run manifest.
+load the states, start the Bedrock batch teachers in the background, call the realtime
+teachers under the one budget, then the records batch handed back (below the job floor).
+Write each teacher's replies (``replay/replies/``, and on request one-step trajectories),
+extract pairs from every teacher's stored replies (a run may replay one teacher at a time;
+``pairs_only`` only extracts), write ``pairs/``, and record counts, cost, teachers and job
+ids in the run manifest.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from swemill.policies.base import estimate_tokens
 from swemill.policies.retry import RetryPolicy
 from swemill.replay.batch_plan import BatchQuotas, ModeDecision, batch_vs_realtime
 from swemill.replay.extract import ExtractStats, PolicyJudge, extract_run
-from swemill.replay.output import write_outputs
+from swemill.replay.output import stored_replies, write_pairs, write_replies
 from swemill.replay.realtime import replay_realtime
 from swemill.replay.records import TeacherReply
 from swemill.replay.teachers import (
@@ -52,6 +54,11 @@ class ReplayConfig:
     concurrency: int = 16
     max_tokens: int = 1024
     min_families: int = 3
+    """Families the pool of this replay must span (1 when replaying one teacher at a time)."""
+    consensus_families: int = 3
+    """Families that must back a majority action for a consensus pair."""
+    pairs_only: bool = False
+    """Call nobody: extract pairs again from the replies already stored for the run."""
     student_family: str | None = None
     allow_student_family: bool = False
     limit: int | None = None
@@ -130,8 +137,11 @@ def run_replay(store: Store, run_id: str, cfg: ReplayConfig,
     """The replay stage (see the module docstring). Bad settings raise before any call;
     a failure while calling still writes what was received, then raises."""
     clients = clients or ReplayClients()
-    pool = TeacherPool(parse_teachers(cfg.teachers), cfg.student_family, cfg.min_families,
-                       cfg.allow_student_family)
+    if cfg.pairs_only:
+        pool = TeacherPool([], min_families=0)
+    else:
+        pool = TeacherPool(parse_teachers(cfg.teachers), cfg.student_family,
+                           cfg.min_families, cfg.allow_student_family)
     if cfg.mode == "bedrock-batch" and not any(t.batch for t in pool.teachers):
         raise ConfigError("--mode bedrock-batch needs at least one bedrock-batch: teacher")
     judge_spec = _judge_spec(cfg)
@@ -152,10 +162,16 @@ def run_replay(store: Store, run_id: str, cfg: ReplayConfig,
         raise
     finally:  # whatever was received (and paid for) is written, even when a phase failed
         judge = PolicyJudge(make_policy(judge_spec, max_tokens=16, retry=cfg.retry),
-                            name=judge_spec.spec, budget=budget) if judge_spec else None
-        pairs, stats = extract_run(states, got.replies, min_families=cfg.min_families,
+                            name=judge_spec.spec, budget=budget) if (
+            judge_spec and got.error is None) else None
+        write_replies(store, run_id, got.replies, [t.slug for t in pool.teachers], states,
+                      cfg.emit_trajectories)
+        others = stored_replies(store, run_id, {t.slug for t in pool.teachers})
+        got.counts["replies_of_other_teachers"] = len(others)
+        every = got.replies + others
+        pairs, stats = extract_run(states, every, min_families=cfg.consensus_families,
                                    judge=judge)
-        write_outputs(store, run_id, got.replies, pairs, states, cfg.emit_trajectories)
+        write_pairs(store, run_id, pairs)
         summary = _record(store, run_id, pool, cfg, states, got, pairs, stats, budget,
                           decisions)
     return summary
@@ -276,7 +292,7 @@ def _record(store: Store, run_id: str, pool: TeacherPool, cfg: ReplayConfig,
     if manifest is not None:
         manifest.counts["replay"] = summary.counts
         manifest.cost_usd += summary.cost_usd
-        manifest.teachers = [t.spec for t in pool.teachers]
+        manifest.teachers = sorted(set(manifest.teachers) | {t.spec for t in pool.teachers})
         manifest.job_ids = sorted(set(manifest.job_ids) | set(summary.job_ids))
         manifest.metadata["replay"] = {
             "pool": pool.describe(), "mode": cfg.mode, "decisions": summary.decisions,
