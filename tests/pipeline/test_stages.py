@@ -78,3 +78,18 @@ def test_bad_settings_are_refused(bad: dict) -> None:
 def test_unreadable_recorded_config_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="recorded build config"):
         BuildConfig.from_manifest({"samples": "many"})
+
+
+def test_a_resumed_run_may_change_only_runtime_settings(tmp_path) -> None:
+    from swemill.core.records import RunManifest
+    from swemill.pipeline import run_build
+    from swemill.store import Store
+
+    store = Store.open(str(tmp_path))
+    recorded = BuildConfig(workers=1, seed=5)
+    store.write_manifest(RunManifest(run_id="r", command="build", source="sample",
+                                     config=recorded.resolved(), status="complete"))
+    with pytest.raises(ConfigError, match="run r resumes under its recorded settings; seed"):
+        run_build(None, str(tmp_path), BuildConfig(seed=6), resume=True, run_id="r")
+    done = run_build(None, str(tmp_path), BuildConfig(workers=3), resume=True, run_id="r")
+    assert done.skipped == [s.name for s in STAGES]  # complete: nothing to do

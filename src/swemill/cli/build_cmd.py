@@ -61,6 +61,7 @@ def register(app: typer.Typer) -> None:
         """Gate -> env -> tasks -> rollouts -> corpus -> report, into one run under ROOT."""
         from swemill.cli._common import fail
         from swemill.pipeline import run_build
+        from swemill.pipeline.config import RUNTIME_SETTINGS
 
         if not out:
             fail("--out ROOT is required: a directory or s3://bucket/prefix")
@@ -75,7 +76,7 @@ def register(app: typer.Typer) -> None:
             "emit_wm": True if extra else None,
             "allow_contaminated": True if allow_contaminated else None}
         given = {k: v for k, v in flags.items() if v is not None}
-        if resume and (fixed := sorted(set(given) - {"workers"})):
+        if resume and (fixed := sorted(set(given) - RUNTIME_SETTINGS)):
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)
             fail(f"--resume continues a run under its recorded settings; drop {names}")
         config = _config(given) if given or not resume else None

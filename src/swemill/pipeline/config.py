@@ -10,15 +10,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swemill.core.errors import ConfigError
 
-__all__ = ["BuildConfig", "DEFAULT_POLICIES", "SAMPLE_SOURCE"]
+__all__ = ["BuildConfig", "DEFAULT_POLICIES", "RUNTIME_SETTINGS", "SAMPLE_SOURCE"]
 
 SAMPLE_SOURCE = "sample"
 DEFAULT_POLICIES = ("oracle", "noisy-oracle:0.5")
 """The scripted pair: the oracle's solved runs feed SFT, the noisy oracle's wrong fixes give
 the rejected side of execution-graded DPO pairs. No network, no key."""
 
-# Settings that change where or how fast work runs, never what it produces.
-_NOT_HASHED = frozenset({"workers", "executor"})
+RUNTIME_SETTINGS = frozenset({"workers", "executor"})
+"""Settings that change where or how fast work runs, never what it produces: left out of the
+config hash, and the only ones a resumed run may change."""
 
 
 class BuildConfig(BaseModel):
@@ -70,7 +71,7 @@ class BuildConfig(BaseModel):
 
     def hash(self) -> str:
         """``sha256:`` of the settings the output depends on (``workers`` left out)."""
-        data = {k: v for k, v in self.resolved().items() if k not in _NOT_HASHED}
+        data = {k: v for k, v in self.resolved().items() if k not in RUNTIME_SETTINGS}
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 

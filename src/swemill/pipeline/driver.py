@@ -22,7 +22,7 @@ from typing import Any, Literal
 from swemill.core.errors import ConfigError, StoreError, SwemillError
 from swemill.core.records import RunManifest, utcnow
 from swemill.pipeline import manifest as mf
-from swemill.pipeline.config import SAMPLE_SOURCE, BuildConfig
+from swemill.pipeline.config import RUNTIME_SETTINGS, SAMPLE_SOURCE, BuildConfig
 from swemill.pipeline.stages import STAGES, Stage, StageContext, stage_named
 from swemill.store import Store, new_run_id
 from swemill.store.layout import check_run_id, manifest_key, report_key
@@ -98,7 +98,7 @@ def _start(store: Store, source: str, config: BuildConfig, run_id: str | None,
 
 
 def _resumed(store: Store, source: str | None, run_id: str | None,
-             workers: int | None) -> tuple[RunManifest, BuildConfig]:
+             given: BuildConfig | None) -> tuple[RunManifest, BuildConfig]:
     run_id = check_run_id(run_id) if run_id else latest_unfinished(store)
     manifest = store.read_manifest(run_id)  # unknown id: "no run <id> in <root>"
     if manifest.command != COMMAND:
@@ -106,8 +106,11 @@ def _resumed(store: Store, source: str | None, run_id: str | None,
     if source is not None and source != manifest.source:
         raise ConfigError(f"run {run_id} builds {manifest.source!r}, not {source!r}")
     config = BuildConfig.from_manifest(manifest.config)
-    if workers is not None:
-        config = config.model_copy(update={"workers": workers})
+    if given is not None:  # only settings given explicitly, and only runtime ones, apply
+        if fixed := sorted(given.model_fields_set - RUNTIME_SETTINGS):
+            raise ConfigError(f"run {run_id} resumes under its recorded settings; "
+                              f"{', '.join(fixed)} cannot change")
+        config = config.model_copy(update={k: getattr(given, k) for k in given.model_fields_set})
     return manifest, config
 
 
@@ -117,16 +120,16 @@ def run_build(source: str | None, out: str, config: BuildConfig | None = None, *
               store: Store | None = None) -> BuildResult:
     """Run the whole build over ``out`` (a path or ``s3://`` URL); see the module docstring.
 
-    With ``resume`` the run's recorded config is used and ``config`` may only change
-    ``workers``. ``stages`` runs only those stages (an orchestrator's one step; every earlier
-    stage must be complete); the run is ``complete`` once all stages are. Any
-    :class:`SwemillError` marks the run ``failed`` and is raised again.
+    With ``resume`` the run's recorded config is used; ``config`` may only change the
+    :data:`RUNTIME_SETTINGS` it sets explicitly. ``stages`` runs only those stages (an
+    orchestrator's one step; every earlier stage must be complete); the run is ``complete``
+    once all stages are. Any :class:`SwemillError` marks the run ``failed`` and is raised
+    again.
     """
     selected = _selected(stages)
     store = store or Store.open(out)
     if resume:
-        manifest, config = _resumed(store, source, run_id,
-                                    config.workers if config is not None else None)
+        manifest, config = _resumed(store, source, run_id, config)
         _check_order(mf.stage_states(manifest), selected, manifest.run_id)
     else:
         _check_order({}, selected, run_id or "(new)")
