@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Rows per step.")]
         = 1,
         max_length: Annotated[int, typer.Option(
-            "--max-length", min=16, help="Tokens kept per row.")] = 2048,
+            "--max-length", min=16, help="Tokens kept per row.")] = 4096,
         max_eval_rows: Annotated[int, typer.Option(
             "--max-eval-rows", min=1, help="Held-out rows and DPO pairs measured, at most.")]
         = 64,

@@ -26,8 +26,9 @@ class ProbeConfig(BaseModel):
     learning_rate: float = Field(2e-4, gt=0)
     batch_size: int = Field(1, ge=1)
     """Rows per optimizer step."""
-    max_length: int = Field(2048, ge=16)
-    """Tokens kept per row, in training and in measurement (the start is kept)."""
+    max_length: int = Field(4096, ge=16)
+    """Tokens kept per row: SFT rows keep their start (training and held-out), pairs their
+    end (the completions)."""
     max_eval_rows: int = Field(64, ge=1)
     """At most this many held-out rows and DPO pairs are measured (the first ones)."""
     threshold: float = 0.01
@@ -65,6 +66,9 @@ class Margin(BaseModel):
     accuracy_after: float
     pairs: int
     rows_truncated: int = 0
+    """Pairs longer than ``max_length`` tokens: their prompts' starts were cut."""
+    pairs_unscored: int = 0
+    """Pairs left out: a completion had no assistant token within ``max_length`` tokens."""
 
 
 class Training(BaseModel):

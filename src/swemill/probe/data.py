@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swemill.core.errors import CorpusError
-from swemill.corpus.write import HOLDOUT_DPO_PREFIX, HOLDOUT_SFT_PREFIX
 from swemill.store import Store
 from swemill.store.layout import run_prefix
 
-__all__ = ["Splits", "load_splits"]
+__all__ = ["Splits", "load_splits", "present"]
 
 
 @dataclass(slots=True)
@@ -28,8 +27,30 @@ class Splits:
     rows: dict[str, int] = field(default_factory=dict)
 
 
+def _shards(store: Store, stage: str, run_id: str) -> list[str]:
+    if not store.list_keys(run_prefix(stage, run_id)):
+        return []
+    return store.complete_shards(stage, run_id)
+
+
+def present(store: Store, run_id: str) -> dict[str, bool]:
+    """Which splits have rows, from the shard markers alone (no Parquet read, no imports).
+
+    The corpus stage writes no shard for an empty table, so a finished shard means rows.
+    """
+    from swemill.corpus.write import HOLDOUT_DPO_PREFIX, HOLDOUT_SFT_PREFIX
+
+    held = _shards(store, "corpus/holdout", run_id)
+    return {
+        "sft": bool(_shards(store, "corpus/sft", run_id)),
+        "sft_holdout": any(s.startswith(HOLDOUT_SFT_PREFIX) for s in held),
+        "dpo": bool(_shards(store, "corpus/dpo", run_id))
+        or any(s.startswith(HOLDOUT_DPO_PREFIX) for s in held),
+    }
+
+
 def _tables(store: Store, stage: str, run_id: str, prefix: str = "") -> list[Any]:
-    if not store.list_keys(run_prefix(stage, run_id)) or not store.complete_shards(stage, run_id):
+    if not _shards(store, stage, run_id):
         return []
     return [t for shard, t in store.read_tables(stage, run_id) if shard.startswith(prefix)]
 
@@ -42,14 +63,19 @@ def _dataset(tables: list[Any]) -> Any | None:
     return datasets.Dataset(pa.concat_tables(tables)) if tables else None
 
 
+def no_sft_rows(store: Store, run_id: str) -> CorpusError:
+    return CorpusError(
+        f"run {run_id} in {store.url} has no SFT rows under corpus/sft/: nothing to train "
+        f"the probe on (run `swemill corpus --run {run_id}` first)")
+
+
 def load_splits(store: Store, run_id: str) -> Splits:
     """The run's SFT, held-out SFT and DPO rows; no SFT rows at all is an error."""
+    from swemill.corpus.write import HOLDOUT_DPO_PREFIX, HOLDOUT_SFT_PREFIX
+
     sft = _dataset(_tables(store, "corpus/sft", run_id))
     if sft is None:
-        raise CorpusError(
-            f"run {run_id} in {store.url} has no SFT rows under corpus/sft/: nothing to train "
-            f"the probe on (run `swemill corpus --run {run_id}` first)"
-        )
+        raise no_sft_rows(store, run_id)
     holdout = _dataset(_tables(store, "corpus/holdout", run_id, HOLDOUT_SFT_PREFIX))
     dpo_train = _tables(store, "corpus/dpo", run_id)
     dpo_held = _tables(store, "corpus/holdout", run_id, HOLDOUT_DPO_PREFIX)

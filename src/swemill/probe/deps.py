@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from swemill.core.errors import MissingDependency
@@ -16,16 +17,11 @@ _MODULES = ("torch", "transformers", "peft", "trl", "datasets", "tokenizers")
 
 def require() -> dict[str, ModuleType]:
     """Import torch, transformers, PEFT, TRL, datasets and tokenizers, or say how to get them."""
-    found: dict[str, ModuleType] = {}
-    missing = []
-    for name in _MODULES:
-        try:
-            found[name] = importlib.import_module(name)
-        except ImportError:
-            missing.append(name)
+    # Looked up before importing: transformers without torch prints a warning on import.
+    missing = [name for name in _MODULES if importlib.util.find_spec(name) is None]
     if missing:
         raise MissingDependency(
             f"swemill probe needs the 'probe' extra (missing: {', '.join(missing)}): "
             + INSTALL_HINT
         )
-    return found
+    return {name: importlib.import_module(name) for name in _MODULES}

@@ -66,14 +66,19 @@ def assistant_spans(
 
 
 def _token_logprobs(model: Any, tokenizer: Any, text: str, spans: list[tuple[int, int]] | None,
-                    max_length: int, lower: int) -> tuple[Any, Any, bool]:
-    """Log-probabilities of tokens 1..n under ``model`` and which of them are scored."""
+                    max_length: int, lower: int, keep_end: bool = False) -> tuple[Any, Any, bool]:
+    """Log-probabilities of tokens 1..n under ``model`` and which of them are scored.
+
+    A row longer than ``max_length`` tokens keeps its start (as SFT training does), or its end
+    with ``keep_end`` (a pair's completions sit at the end; the prompt is what gets cut).
+    """
     import torch
 
     enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
     truncated = len(ids) > max_length
-    ids, offsets = ids[:max_length], offsets[:max_length]
+    cut = slice(-max_length, None) if keep_end else slice(0, max_length)
+    ids, offsets = ids[cut], offsets[cut]
     if spans is None:  # not prefix-stable: every token after ``lower`` characters
         mask = [s >= lower for s, _ in offsets]
     else:
@@ -108,6 +113,8 @@ def score_rows(model: Any, tokenizer: Any, rows: Iterable[dict[str, Any]],
 class PairScores:
     margins: list[float]
     rows_truncated: int = 0
+    unscored: int = 0
+    """Pairs left out: a side had no assistant token within ``max_length`` tokens."""
 
     @property
     def mean(self) -> float:
@@ -119,13 +126,14 @@ class PairScores:
 
 
 def _completion_logprob(model: Any, tokenizer: Any, row: dict[str, Any], side: str,
-                        max_length: int) -> tuple[float, bool]:
+                        max_length: int) -> tuple[float, int, bool]:
     prompt = list(row["prompt"])
     messages = prompt + list(row[side])
     text, spans = assistant_spans(tokenizer, messages, row.get("tools"), start=len(prompt))
     lower = len(_render(tokenizer, prompt, row.get("tools")))
-    picked, mask, truncated = _token_logprobs(model, tokenizer, text, spans, max_length, lower)
-    return float(picked[mask].sum()), truncated
+    picked, mask, truncated = _token_logprobs(model, tokenizer, text, spans, max_length, lower,
+                                              keep_end=True)
+    return float(picked[mask].sum()), int(mask.sum()), truncated
 
 
 def score_pairs(model: Any, tokenizer: Any, rows: Iterable[dict[str, Any]],
@@ -133,8 +141,11 @@ def score_pairs(model: Any, tokenizer: Any, rows: Iterable[dict[str, Any]],
     """Per pair: log p(chosen | prompt) - log p(rejected | prompt), assistant tokens only."""
     out = PairScores(margins=[])
     for row in rows:
-        chosen, cut_c = _completion_logprob(model, tokenizer, row, "chosen", max_length)
-        rejected, cut_r = _completion_logprob(model, tokenizer, row, "rejected", max_length)
-        out.margins.append(chosen - rejected)
+        chosen, n_c, cut_c = _completion_logprob(model, tokenizer, row, "chosen", max_length)
+        rejected, n_r, cut_r = _completion_logprob(model, tokenizer, row, "rejected", max_length)
         out.rows_truncated += cut_c or cut_r
+        if n_c and n_r:
+            out.margins.append(chosen - rejected)
+        else:
+            out.unscored += 1
     return out

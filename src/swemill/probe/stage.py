@@ -16,7 +16,7 @@ from typing import Any
 from swemill.core.errors import CorpusError
 from swemill.core.records import RunManifest, utcnow
 from swemill.probe.config import TINY_MODEL, HeldOut, Margin, ProbeConfig, ProbeResult
-from swemill.probe.data import Splits, load_splits
+from swemill.probe.data import Splits, load_splits, no_sft_rows, present
 from swemill.probe.deps import require
 from swemill.probe.model import check_model_spec
 from swemill.store import Store
@@ -45,12 +45,16 @@ def decide(heldout: HeldOut | None, threshold: float) -> tuple[bool | None, str]
         f"{heldout.after:.4f}), {verb} threshold {threshold}")
 
 
-def _skips(splits: Splits, run_id: str) -> dict[str, str]:
+def _skips(store: Store, run_id: str) -> dict[str, str]:
+    """What cannot be measured, and why; an error when nothing can be (before heavy imports)."""
+    have = present(store, run_id)
+    if not have["sft"]:
+        raise no_sft_rows(store, run_id)
     skipped = {}
-    if splits.sft_holdout is None:
+    if not have["sft_holdout"]:
         skipped["heldout"] = (f"run {run_id} has no held-out SFT rows (corpus/holdout part-sft-*"
                               "); rerun `swemill corpus` with --holdout > 0")
-    if splits.dpo is None:
+    if not have["dpo"]:
         skipped["dpo_margin"] = f"run {run_id} has no DPO pairs (corpus/dpo or held-out dpo)"
     if len(skipped) == 2:
         raise CorpusError(f"run {run_id} has neither held-out SFT rows nor DPO pairs: the "
@@ -81,11 +85,12 @@ def _results(before: dict[str, Any], after: dict[str, Any]) -> tuple[HeldOut | N
                           delta=b.per_token - a.per_token, tokens=b.tokens, rows=b.rows,
                           all_token_before=b.all_per_token, all_token_after=a.all_per_token,
                           rows_scored_whole=b.rows_scored_whole, rows_truncated=b.rows_truncated)
-    if "dpo" in before:
+    if "dpo" in before and before["dpo"].margins:
         b, a = before["dpo"], after["dpo"]
         margin = Margin(before=b.mean, after=a.mean, delta=a.mean - b.mean,
                         accuracy_before=b.accuracy, accuracy_after=a.accuracy,
-                        pairs=len(b.margins), rows_truncated=b.rows_truncated)
+                        pairs=len(b.margins), rows_truncated=b.rows_truncated,
+                        pairs_unscored=b.unscored)
     return heldout, margin
 
 
@@ -106,14 +111,14 @@ def run_probe(store: Store, run_id: str, config: ProbeConfig, *,
     started = time.monotonic()
     if config.model != TINY_MODEL:
         check_model_spec(config.model)
+    skipped = _skips(store, run_id)
     modules = require()
+    splits = load_splits(store, run_id)
     from swemill.probe.model import place
     from swemill.probe.train import lora_sft, quiet
 
     quiet()
     modules["transformers"].set_seed(config.seed)
-    splits = load_splits(store, run_id)
-    skipped = _skips(splits, run_id)
     placement = place(config.device)
     with tempfile.TemporaryDirectory(prefix="swemill-probe-model-") as scratch:
         say(f"loading {config.model} on {placement.device} ({placement.dtype})")
@@ -127,7 +132,10 @@ def run_probe(store: Store, run_id: str, config: ProbeConfig, *,
     heldout, margin = _results(before, after)
     if heldout is None and "heldout" not in skipped:
         skipped["heldout"] = (f"the held-out rows have no assistant tokens within the first "
-                              f"{config.max_length} tokens")
+                              f"{config.max_length} tokens (raise --max-length)")
+    if margin is None and "dpo_margin" not in skipped:
+        skipped["dpo_margin"] = (f"no pair has assistant tokens on both sides within the last "
+                                 f"{config.max_length} tokens (raise --max-length)")
     accepted, reason = decide(heldout, config.threshold)
     result = ProbeResult(
         run_id=run_id, model=config.model, device=placement.device, dtype=placement.dtype,

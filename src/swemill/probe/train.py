@@ -6,6 +6,7 @@ import contextlib
 import sys
 import tempfile
 import time
+import warnings
 from typing import Any
 
 from swemill.probe.config import ProbeConfig, Training
@@ -21,12 +22,15 @@ def quiet() -> None:
 
     datasets.disable_progress_bars()
     transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
 
 
 def lora_sft(model: Any, tokenizer: Any, train: Any, config: ProbeConfig,
              placement: Placement) -> tuple[Any, Training]:
     """Train LoRA adapters on ``train`` (``messages`` + ``tools``); returns the adapted model."""
     from peft import LoraConfig
+    from transformers import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
     lora = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.0,
@@ -39,10 +43,13 @@ def lora_sft(model: Any, tokenizer: Any, train: Any, config: ProbeConfig,
             logging_steps=1, report_to=[], save_strategy="no", disable_tqdm=True,
             seed=config.seed, data_seed=config.seed, use_cpu=placement.device == "cpu",
             bf16=placement.dtype == "bfloat16", dataloader_num_workers=0,
+            # Recomputing activations saves GPU memory; on a CPU it only costs time.
+            gradient_checkpointing=placement.device == "cuda",
         )
         trainer = SFTTrainer(model=model, args=args, processing_class=tokenizer,
                              train_dataset=train.select_columns(["messages", "tools"]),
                              peft_config=lora)
+        trainer.remove_callback(PrinterCallback)  # the losses are kept in probe.json
         with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its log lines
             trainer.train()
     losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
