@@ -130,3 +130,17 @@ def test_bad_policy_input_is_one_clear_error(sample_tasks: SampleTasks, fresh_st
         run_rollouts(fresh_store, run, sample_tasks.config(
             "openai:my-model@http://127.0.0.1:9/v1", max_usd=1.0))
     assert not fresh_store.list_keys(f"trajectories/run_id={run}")  # nothing half-written
+
+
+def test_the_token_limit_is_reserved_before_each_call(sample_tasks: SampleTasks,
+                                                      fresh_store: Store) -> None:
+    with FakeOpenAIServer([tool_reply("bash", {"command": "true"})], repeat_last=True) as srv:
+        run_rollouts(fresh_store, sample_tasks.run_id, sample_tasks.config(
+            f"openai:fake@{srv.base_url}", max_tasks=1, max_tokens=6000,
+            max_output_tokens=100))
+        calls = len(srv.requests)
+    traj = _only(fresh_store, sample_tasks.run_id)
+    used = traj.usage.input_tokens + traj.usage.output_tokens
+    assert traj.metadata["stop_reason"] == "max_tokens" and traj.error is None
+    assert 1 <= calls == traj.metadata["turns"] and used <= 6000
+    assert traj.outcome is not None  # its own limit: graded as it stands
