@@ -22,6 +22,7 @@ __all__ = [
     "ItemResult",
     "TransientError",
     "WorkerLost",
+    "ItemFailed",
     "is_transient",
     "describe",
     "run_one",
@@ -40,6 +41,10 @@ class TransientError(SwemillError):
 
 class WorkerLost(TransientError):
     """The process running an item died before it answered (killed, OOM, Spot reclaim)."""
+
+
+class ItemFailed(SwemillError):
+    """A stage cannot go on because some of its items failed (the message names the first)."""
 
 
 def is_transient(exc: BaseException) -> bool:
