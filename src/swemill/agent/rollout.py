@@ -230,6 +230,18 @@ def run_rollouts(store: Store, tasks_run_id: str, config: RolloutConfig, *,
     todo = [(n, g) for n, g in zip(names, groups, strict=True) if n not in finished]
     result = RolloutResult(run_id=run_id, tasks=len(tasks), shards_skipped=len(finished))
     stage.say("rollouts", 0, len(todo))
+    if config.executor != "local":  # one shard per item on a distributed executor
+        from swemill.executors.rollouts import run_shards
+
+        summaries = run_shards(store, tasks_run_id, run_id, config, todo)
+        result.shards_written = sum(s is not None for s in summaries)
+        result.shards_stopped = len(summaries) - result.shards_written
+        result.stopped = result.shards_stopped > 0
+        result.cost_usd = sum(float(s["cost_usd"]) for s in summaries if s is not None)
+        result.budget = {"max_usd": config.max_usd, "spent_usd": result.cost_usd,
+                         "shared_per_shard": True}
+        _finish(store, run_id, config, result, time.monotonic() - started)
+        return result
     with ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="rollout") as pool:
         futures = {pool.submit(_run_shard, stage, n, g): n for n, g in todo}
         for k, fut in enumerate(as_completed(futures), 1):
