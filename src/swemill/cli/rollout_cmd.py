@@ -51,6 +51,8 @@ def register(app: typer.Typer) -> None:
             "e.g. '2,4'.")] = None,
         backend: Annotated[str | None, typer.Option(
             "--backend", help="Sandbox backend: auto, bwrap, local.")] = None,
+        executor: Annotated[str | None, typer.Option(
+            "--executor", help="Where shards run: local or ray [default: local].")] = None,
         run_id: Annotated[str | None, typer.Option(
             "--run-id", help="Run to write (default: the tasks' run).")] = None,
         resume: Annotated[bool, typer.Option(
@@ -73,7 +75,7 @@ def register(app: typer.Typer) -> None:
         flags = {"policy": policy, "samples": samples, "max_usd": max_usd,
                  "max_usd_task": max_usd_task, "workers": workers, "select": select,
                  "price": price, "max_turns": max_turns, "max_tasks": max_tasks,
-                 "branch_turns": turns, "backend": backend}
+                 "branch_turns": turns, "backend": backend, "executor": executor}
         config = _config(config_file, flags)
         store = Store.open(out)
         tasks_run = _tasks_run(store, tasks)
