@@ -1,0 +1,58 @@
+"""``swemill rollout --executor ray`` (one Ray task per shard) writes the rollouts the local
+worker threads write: the same trajectories (ids, outcomes, grades, tool calls), the same
+preference pairs and the same counts. Scripted policies, so no model and no key."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swemill.agent.rollout import run_rollouts
+from swemill.agent.rollout_config import RolloutConfig
+from swemill.core.errors import ConfigError
+from swemill.core.records import PreferencePair, Trajectory
+from swemill.store import Store
+from swemill.validate.config import TasksConfig
+from swemill.validate.validator import run_tasks
+
+pytest.importorskip("ray")
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+
+def _summary(store: Store) -> tuple[list[Any], list[Any]]:
+    trajs = sorted(
+        (t.trajectory_id, t.outcome.resolved if t.outcome else None,
+         t.outcome.grade if t.outcome else None, t.admission,
+         [c.name for m in t.messages for c in m.tool_calls])
+        for t in store.read_records("trajectories", "ro", Trajectory))
+    pairs = sorted((p.pair_id, p.chosen_score, p.rejected_score)
+                   for p in store.read_records("pairs", "ro", PreferencePair))
+    return trajs, pairs
+
+
+def test_ray_rollouts_equal_local(tmp_path: Path, shared_cache: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
+    local = Store(str(tmp_path / "local"))
+    run_tasks("sample", local, "t1", TasksConfig(max_tasks=2, workers=2, seed=0,
+                                                 strategies=["procedural"]))
+    shutil.copytree(tmp_path / "local", tmp_path / "ray")
+    on_ray = Store(str(tmp_path / "ray"))
+    config = RolloutConfig(policy="oracle,noisy-oracle:0.5", samples=2, workers=2)
+    want = run_rollouts(local, "t1", config, run_id="ro")
+    got = run_rollouts(on_ray, "t1", config.model_copy(update={"executor": "ray"}),
+                       run_id="ro")
+    assert want.trajectories == 4 and want.pairs >= 1
+    assert (got.trajectories, got.pairs, got.shards_written) == (
+        want.trajectories, want.pairs, want.shards_written)
+    assert _summary(on_ray) == _summary(local)
+    assert on_ray.read_manifest("ro").counts["rollouts"] == \
+        local.read_manifest("ro").counts["rollouts"]
+
+
+def test_unknown_executor_is_one_clear_error() -> None:
+    with pytest.raises(ConfigError, match="rollouts cannot run on executor 'aws-batch'"):
+        RolloutConfig(policy="oracle", executor="aws-batch").check()
