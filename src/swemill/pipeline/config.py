@@ -42,7 +42,7 @@ class BuildConfig(BaseModel):
     max_usd: float | None = Field(default=None, ge=0.0)
     """Dollar ceiling for the whole run's policy calls; None means no ceiling."""
     executor: Literal["local", "ray"] = "local"
-    """Where validation runs: ``local`` workers or ``ray`` (the same tasks either way)."""
+    """Where validation and rollouts run: ``local`` workers or ``ray`` (same output)."""
     backend: Literal["auto", "bwrap", "local"] = "auto"
     """Sandbox backend for the baseline, validation and rollouts."""
     holdout: float = Field(default=0.1, ge=0.0, lt=1.0)

@@ -108,7 +108,8 @@ def rollouts(ctx: StageContext) -> dict[str, int]:
 
     c = ctx.config
     config = _config(RolloutConfig, policy=",".join(c.policies), samples=c.samples,
-                     workers=c.workers, seed=c.seed, max_usd=c.max_usd, backend=c.backend)
+                     workers=c.workers, seed=c.seed, max_usd=c.max_usd, backend=c.backend,
+                     executor=c.executor)
     result = run_rollouts(ctx.store, ctx.run_id, config, run_id=ctx.run_id, resume=ctx.resume,
                           progress=_progress(ctx))
     if result.stopped:  # the dollar budget ran out: the corpus is built from what was paid for
