@@ -70,6 +70,17 @@ def test_spark_submit_entrypoint(tmp_path: Path) -> None:
     assert rows_of(Store(str(out)), "trajectories", "g1") == rows_of(local, "trajectories", "g1")
 
 
+def test_files_that_share_a_key_stay_together(spark: Any, tmp_path: Path) -> None:
+    """calc__calc-7.traj and calc__calc-7.traj.json both make session key calc__calc-7:
+    locally the second one becomes calc__calc-7#2; spread over partitions it must too."""
+    local, remote = Store(str(tmp_path / "local")), Store(str(tmp_path / "spark"))
+    ingest([DATA], local, "k1")
+    ingest_spark(spark, [str(DATA)], remote, "k1", partitions=3)
+    ids = sorted(t["trajectory_id"] for t in local.read_records("trajectories", "k1"))
+    assert any("#2" in i for i in ids)  # the premise: a real collision
+    assert rows_of(remote, "trajectories", "k1") == rows_of(local, "trajectories", "k1")
+
+
 def test_missing_input_is_one_clear_error(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(IngestError, match="no such file or directory"):
         ingest_spark(spark, [str(tmp_path / "absent")], Store(str(tmp_path / "o")), "r1")

@@ -2,11 +2,13 @@
 partition runs :func:`swemill.traces.ingest.iter_items` on its files and writes its own
 shards, the driver adds up the counts into the run manifest.
 
-The rows equal ``swemill traces ingest`` on the same files, with one difference: a session
-id found in two files gets its ``-2`` suffix only when both files land in one partition
-(the local path sees every file). Inputs are local paths (every executor must see them, as
-on one machine or a shared mount) or ``s3://`` prefixes, which executors copy to local disk
-first; rows from S3 name the copy's path as their source file.
+The rows equal ``swemill traces ingest`` on the same files. A session key seen twice gets a
+``#2`` suffix in the order files are walked; files that can share a key (the same name
+stem, or the same session folder for sub-agents) go to one partition in walk order, so the
+suffixes fall as they do locally. (Two files with unrelated names that hold the same
+session id inside would still each keep the bare key.) Inputs are local paths (every
+executor must see them, as on one machine or a shared mount) or ``s3://`` prefixes, which
+executors copy to local disk first; rows from S3 name the copy's path as their source file.
 
     spark-submit --master local[2] traces_job.py --out ROOT --input PATH...
 """
@@ -62,6 +64,30 @@ def list_inputs(paths: list[str], storage_options: dict[str, Any] | None = None)
     return out
 
 
+_SUFFIXES = (".traj.json", ".traj", ".jsonl", ".json")
+
+
+def _key_group(path: str) -> str:
+    """What a file's session key is derived from: its name stem, or for a sub-agent log
+    (``<session>/subagents/agent-*.jsonl``) its session folder."""
+    parts = path.rstrip("/").split("/")
+    if len(parts) >= 3 and parts[-2] == "subagents":
+        return parts[-3]
+    name = parts[-1]
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix):
+            return name.removesuffix(suffix)
+    return name
+
+
+def _groups(files: list[str]) -> list[list[str]]:
+    """Files grouped by :func:`_key_group`, groups and members in walk order."""
+    groups: dict[str, list[str]] = {}
+    for f in files:
+        groups.setdefault(_key_group(f), []).append(f)
+    return list(groups.values())
+
+
 def _staged(files: list[str], tmp: str, storage_options: dict[str, Any] | None) -> list[Path]:
     paths = []
     for f in files:
@@ -80,8 +106,8 @@ def _staged(files: list[str], tmp: str, storage_options: dict[str, Any] | None) 
 
 def _partition(ref: StoreRef, run_id: str, opts: IngestOptions, total: int,
                storage_options: dict[str, Any] | None, k: int,
-               rows: Iterator[tuple[int, str]]) -> Iterator[dict[str, Any]]:
-    files = [f for _, f in rows]
+               groups: Iterator[list[str]]) -> Iterator[dict[str, Any]]:
+    files = [f for group in groups for f in group]
     store, counts, scrub = ref.open(), IngestCounts(), Scrubber()
     buffers: dict[str, list[BaseModel]] = {STATES: [], TRAJECTORIES: [], QUARANTINE: []}
     stage_of = {TraceState: STATES, Trajectory: TRAJECTORIES, Quarantine: QUARANTINE}
@@ -108,10 +134,11 @@ def ingest_spark(spark: Any, paths: list[str], store: Store, run_id: str | None 
     files = list_inputs(paths, input_options)
     run_id = run_id or new_run_id()
     opts = opts or IngestOptions()
-    n = max(1, min(partitions or spark.sparkContext.defaultParallelism, len(files)))
+    groups = _groups(files)
+    n = max(1, min(partitions or spark.sparkContext.defaultParallelism, len(groups)))
     store.write_manifest(_manifest(run_id, [Path(p) for p in paths], IngestCounts(), "running"))
     work = partial(_partition, StoreRef.of(store), run_id, opts, n, input_options)
-    rdd = spark.sparkContext.parallelize(list(enumerate(files)), n)
+    rdd = spark.sparkContext.parallelize(groups, n)
     parts = rdd.mapPartitionsWithIndex(work).collect()
     counts = IngestCounts()
     shards = dict.fromkeys((STATES, TRAJECTORIES, QUARANTINE), 0)
