@@ -33,11 +33,18 @@ def _executor(store: Store, max_array: int = 10_000) -> AwsBatchExecutor:
     return AwsBatchExecutor(store, job_queue="q", job_definition="d", max_array=max_array)
 
 
-def _child(s3: LocalS3, job: Store, index: int, start: int = 0) -> subprocess.CompletedProcess:
+def _start_child(s3: LocalS3, job: Store, index: int, start: int = 0) -> subprocess.Popen:
     env = {**os.environ, **s3.env(), "SWEMILL_BATCH_ROOT": job.url,
            "SWEMILL_BATCH_START": str(start), "AWS_BATCH_JOB_ARRAY_INDEX": str(index)}
     cmd = [sys.executable, "-m", "swemill", "aws", "batch-child", "--json"]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _child(s3: LocalS3, job: Store, index: int, start: int = 0) -> tuple[int, str, str]:
+    proc = _start_child(s3, job, index, start)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
 
 
 def _env(start: int, pos: int, **extra: str) -> dict[str, str]:
@@ -52,10 +59,12 @@ def test_every_index_equals_local_and_rerun_does_not_duplicate(
     executor = _executor(s3_store, max_array=3)
     job = executor.write_manifest(fail_if_negative, items)
     assert job.list_keys("") == ["job.json", manifest_key(0), manifest_key(3)]
-    for start, size in ((0, 3), (3, 2)):
-        for pos in range(size):
-            proc = _child(s3, job, pos, start)
-            assert proc.returncode == 0, proc.stderr
+    # Every child at once, as an array job's children run.
+    procs = [_start_child(s3, job, pos, start) for start, size in ((0, 3), (3, 2))
+             for pos in range(size)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
     batch = executor.collect(BatchSubmission(job.url, len(items)))
     local = LocalExecutor(workers=2).map(fail_if_negative, items)
     assert [(r.ok, r.value, r.error) for r in batch] == [(r.ok, r.value, r.error) for r in local]
@@ -64,8 +73,8 @@ def test_every_index_equals_local_and_rerun_does_not_duplicate(
                                      "env_ready_to_done_s", "total_s"}
     assert first["timings"]["process_to_start_s"] > 0  # the interpreter's own start-up
     # Run index 3 again: the final result is kept, not redone or duplicated.
-    proc = _child(s3, job, 0, 3)
-    assert proc.returncode == 0 and '"skipped"' in proc.stdout
+    code, out, _ = _child(s3, job, 0, 3)
+    assert code == 0 and '"skipped"' in out
     assert job.read_json(result_key(3)) == first
     assert job.list_keys("results") == [f"{i:08d}.json" for i in range(5)]
 
