@@ -9,6 +9,7 @@ and without one a local instance is started with ``num_cpus``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,8 +41,10 @@ class RayExecutor:
 
     def _ensure_init(self) -> None:
         if not self.ray.is_initialized():
+            # Quiet: a CLI run shows swemill's progress, not Ray's start-up notices.
             self.ray.init(address=self.address, num_cpus=self.init_cpus,
-                          include_dashboard=False, log_to_driver=False)
+                          include_dashboard=False, log_to_driver=False,
+                          logging_level=logging.ERROR)
 
     def map(
         self, fn: Callable[[Any], Any], items: Sequence[Any], *, retries: int = 2
