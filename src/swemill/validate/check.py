@@ -54,8 +54,11 @@ class CheckContext:
     _pending: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
 
     def timeout(self, baseline: Baseline, selected: Sequence[str] | None) -> float:
+        """The baseline-derived budget, plus a little per selected test: a failing test costs
+        more than a passing one (tracebacks, assertion diffs), and a broken run fails many."""
+        extra = min(0.25 * len(selected), 10.0) if selected is not None else 0.0
         return adaptive_timeout(baseline, selected, factor=self.timeout_factor,
-                                margin_s=self.timeout_margin_s)
+                                margin_s=self.timeout_margin_s) + extra
 
     def baseline_for(self, worker: Worker, commit: str, base_patch: str) -> Baseline | str:
         """The baseline at ``commit`` + ``base_patch`` (or the reason there is none)."""

@@ -54,7 +54,8 @@ class WorkerPool:
         if self._exec is None:
             self._base = open_base(self.env, backend=self._backend, limits=self._limits)
             for _ in range(self.n):
-                w = Worker(self.env, self._base, self.head, self._preimport)
+                w = Worker(self.env, self._base, self.head, self._preimport,
+                           prewarm_s=self.ctx.timeout(self.ctx.baseline, None))
                 self._workers.append(w)
                 self._free.put(w)
             self._exec = ThreadPoolExecutor(self.n, thread_name_prefix="swemill-validate")

@@ -32,7 +32,7 @@ from swemill.testing.baseline import run_baseline
 from swemill.validate.audit import audit_tasks
 from swemill.validate.check import CheckContext, Checked
 from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
-from swemill.validate.emit import emit_task
+from swemill.validate.emit import emit_task, instance_id_of
 from swemill.validate.pool import WorkerPool
 
 __all__ = ["run_tasks", "TasksConfig", "TasksResult"]
@@ -220,7 +220,9 @@ def _one_strategy(run: _Run, pool: WorkerPool, view: RepoView, name: str, quota:
     for c in accepted:
         if not c.base_patch.strip():
             bugs.append(ValidatedBug(
-                instance_id=c.candidate.candidate_id, bug_patch=c.candidate.bug_patch,
+                instance_id=instance_id_of(c.candidate.repo or run.src.repo,
+                                           c.candidate.candidate_id),
+                bug_patch=c.candidate.bug_patch,
                 base_commit=c.base_commit, fail_to_pass=tuple(c.verdict.fail_to_pass),
                 pass_to_pass=tuple(c.verdict.pass_to_pass), changed=tuple(c.candidate.changed)))
     y = StrategyYield(candidates=len(stream.checked), tasks=len(written), valid=len(accepted),

@@ -34,6 +34,8 @@ class WarmResult:
     messages: dict[str, str] = field(default_factory=dict)
     log_tail: str = ""
     wall_s: float = 0.0
+    cpu_s: float = 0.0
+    """CPU seconds of the forked test process (and whatever it started and reaped)."""
 
 
 class WarmWorker:
@@ -91,7 +93,7 @@ class WarmWorker:
             exit_code=int(reply["exit_code"]), timed_out=bool(reply["timed_out"]),
             outcomes=dict(reply.get("outcomes", {})), durations=dict(reply.get("durations", {})),
             messages=dict(reply.get("messages", {})), log_tail=reply.get("log_tail", ""),
-            wall_s=float(reply.get("wall_s", 0.0)),
+            wall_s=float(reply.get("wall_s", 0.0)), cpu_s=float(reply.get("cpu_s", 0.0)),
         )
 
     @property

@@ -21,7 +21,7 @@ from swemill.sandbox import Bind, Limits, open_sandbox
 from swemill.sandbox._spawn import Spawned
 from swemill.sandbox.base import Sandbox
 from swemill.synth.patches import parse_patch
-from swemill.testing.runner import ensure_plugin, pytest_argv
+from swemill.testing.runner import PLUGIN_MODULE, ensure_plugin, pytest_argv
 from swemill.validate.gates import FAILING, RunEvidence
 from swemill.validate.warm import SERVER_INSIDE, SERVER_PATH, WarmResult, WarmWorker
 
@@ -73,7 +73,7 @@ class Worker:
     """A fork of ``base`` with a warm server; not thread-safe (one candidate at a time)."""
 
     def __init__(self, env: RepoEnv, base: Sandbox, head: str,
-                 preimport: Sequence[str] = ()) -> None:
+                 preimport: Sequence[str] = (), prewarm_s: float | None = None) -> None:
         self.env = env
         self.head = head
         ensure_plugin(env)
@@ -81,13 +81,15 @@ class Worker:
         self.root = self.sb.workspace
         isolated = self.sb.workdir != str(self.root)
         self._server_path = SERVER_INSIDE if isolated else str(SERVER_PATH)
-        self._preimport = ",".join(preimport)
+        # swemill's reporter is loaded with -p in every run: import it once, in the parent
+        self._preimport = ",".join([PLUGIN_MODULE, *preimport])
         self.state = TreeState(head)
         self._saved: dict[str, bytes | None] = {}
         self._unknown = False
         self._warm: WarmWorker | None = None
         self._spawned: Spawned | None = None
         self.restarts = 0
+        self._prewarm_s = prewarm_s
 
     # -- the warm server ----------------------------------------------------------------
 
@@ -107,6 +109,12 @@ class Worker:
             raise
         self._spawned = spawned
         self._warm = warm
+        if self._prewarm_s:
+            # Collect the whole suite once, so every test module and the project are compiled
+            # and assertion-rewritten before any candidate's run is timed against its budget.
+            args = [*pytest_argv(self.env, self.sb.workdir)[3:], "--collect-only"]
+            with contextlib.suppress(SandboxError):
+                warm.run(args, self._prewarm_s)
         return warm
 
     def _stop(self) -> None:
