@@ -1,0 +1,58 @@
+"""``swemill tasks`` and ``swemill tasks export`` as a user runs them (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+
+def swemill(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SWEMILL_CACHE": str(cache), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "swemill", *args], capture_output=True,
+                          text=True, env=env, timeout=600)
+
+
+def test_tasks_then_export(shared_cache: Path, tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    proc = swemill("tasks", "sample", "--out", str(out), "--strategies", "procedural",
+                   "--max-tasks", "2", "--workers", "2", "--run-id", "cli1", "--json",
+                   cache=shared_cache)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["run_id"] == "cli1" and summary["tasks"] == 2
+    assert summary["yields"]["procedural"]["valid"] >= 2
+
+    table = swemill("tasks", "sample", "--out", str(out), "--strategies", "procedural",
+                    "--max-tasks", "2", "--run-id", "cli1", "--resume", cache=shared_cache)
+    assert table.returncode == 0, table.stderr
+    assert "run cli1: 2 task(s)" in table.stdout and "procedural" in table.stdout
+
+    dest = tmp_path / "swebench.jsonl"
+    exp = swemill("tasks", "export", "--out", str(out), "--run", "cli1", "--format",
+                  "swebench", "--dest", str(dest), cache=shared_cache)
+    assert exp.returncode == 0, exp.stderr
+    rows = [json.loads(line) for line in dest.read_text().splitlines()]
+    assert sorted(r["instance_id"] for r in rows) == sorted(summary["instance_ids"])
+    for row in rows:
+        assert row["patch"].startswith("diff --git")  # the bug patch, as SWE-smith publishes
+        assert json.loads(row["FAIL_TO_PASS"]) and json.loads(row["PASS_TO_PASS"])
+
+
+def test_bad_options_are_one_line(shared_cache: Path, tmp_path: Path) -> None:
+    proc = swemill("tasks", "sample", "--out", str(tmp_path), "--strategies", "bogus",
+                   cache=shared_cache)
+    assert proc.returncode == 2
+    assert "unknown strategy 'bogus'" in proc.stderr
+    proc = swemill("tasks", "sample", "--out", str(tmp_path), "--strategies", "rows",
+                   cache=shared_cache)
+    assert proc.returncode == 2 and "--rows FILE" in proc.stderr
+    proc = swemill("tasks", "export", "--out", str(tmp_path), "--run", "nope",
+                   cache=shared_cache)
+    assert proc.returncode == 2 and "no run nope" in proc.stderr
