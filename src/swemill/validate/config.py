@@ -114,7 +114,8 @@ class TasksResult:
     drops: dict[str, int] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
     cpu_s: float = 0.0
-    """CPU seconds of validation (this process and every sandboxed child)."""
+    """CPU seconds of validation: this process plus every test process the warm servers
+    forked (measured inside the sandbox); the servers' one-off warm-up and git are not in it."""
     instance_ids: list[str] = field(default_factory=list)
     audited: int = 0
     resumed: list[str] = field(default_factory=list)

@@ -49,6 +49,7 @@ class WorkerPool:
         self._workers: list[Worker] = []
         self._free: queue.Queue[Worker] = queue.Queue()
         self._exec: ThreadPoolExecutor | None = None
+        self._closed_cpu = 0.0
 
     def _start(self) -> ThreadPoolExecutor:
         if self._exec is None:
@@ -104,6 +105,12 @@ class WorkerPool:
         return StreamResult(prefix, len(results) - done_prefix)
 
     @property
+    def cpu_s(self) -> float:
+        """CPU seconds of every test process the workers ran (also for backends whose
+        children the host's rusage cannot see, like bwrap's pid namespace)."""
+        return sum(w.cpu_s for w in self._workers) or self._closed_cpu
+
+    @property
     def restarts(self) -> int:
         return sum(w.restarts for w in self._workers)
 
@@ -113,6 +120,7 @@ class WorkerPool:
             self._exec = None
         for w in self._workers:
             w.close()
+        self._closed_cpu = self.cpu_s
         self._workers.clear()
         if self._base is not None:
             self._base.close()

@@ -42,8 +42,8 @@ _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def _cpu() -> float:
-    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    return s.ru_utime + s.ru_stime
 
 
 def _quotas(total: int, names: list[str]) -> dict[str, int]:
@@ -193,7 +193,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
             _record(store, manifest, run, result, name)
     finally:
         pool.close()
-    result.cpu_s = _cpu() - cpu0
+    result.cpu_s = _cpu() - cpu0 + pool.cpu_s
     result.timings_s["validate"] = round(time.monotonic() - v_start, 3)
     if config.audit:
         say(f"auditing {config.audit} task(s)", 0, config.audit)

@@ -89,6 +89,8 @@ class Worker:
         self._warm: WarmWorker | None = None
         self._spawned: Spawned | None = None
         self.restarts = 0
+        self.cpu_s = 0.0
+        """CPU seconds of the test processes this worker's server forked (measured inside)."""
         self._prewarm_s = prewarm_s
 
     # -- the warm server ----------------------------------------------------------------
@@ -142,7 +144,9 @@ class Worker:
                 if attempt or self.restarts:
                     self.restarts += 1
             try:
-                return warm.run(args, timeout)
+                result = warm.run(args, timeout)
+                self.cpu_s += result.cpu_s
+                return result
             except SandboxError:
                 self._stop()
                 if attempt:
