@@ -46,6 +46,8 @@ def test_structure_and_stage_order() -> None:
     assert states["corpus"]["Resource"] == "arn:aws:states:::emr-serverless:startJobRun.sync"
     assert states["ingest"]["Resource"] == "arn:aws:states:::glue:startJobRun.sync"
     assert states["replay"]["Type"] == "Map" and states["replay"]["ItemsPath"] == "$.teachers"
+    fan_in = states["FanIn"]["Parameters"]["ContainerOverrides"]["Command.$"]
+    assert "'--pairs-only'" in fan_in and states["FanIn"]["Next"] == "corpus"
     assert all(s.get("Catch") for s in states.values() if s["Type"] == "Task")
 
 

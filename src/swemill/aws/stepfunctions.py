@@ -12,7 +12,8 @@ One AWS primitive per stage shape, in the order the local driver runs the stages
   is met, so the number of children is not known when the state starts;
 - optional *replay* (``$.teachers`` given), after the rollouts: a Map over the teachers,
   one Batch job each running ``swemill replay --mode bedrock-batch`` for that teacher
-  (Bedrock batch inference, half the on-demand price), then a fan-in;
+  (Bedrock batch inference, half the on-demand price), then the fan-in: a Batch job
+  running ``swemill replay --pairs-only`` (pairs from every teacher's stored replies);
 - *corpus*: the EMR Serverless job (:mod:`swemill.spark.corpus_job`),
   ``emr-serverless:startJobRun.sync``;
 - *manifest*: the execution's record (job ids of every state) written next to the run's
@@ -159,8 +160,11 @@ def state_machine(stages: tuple[Stage, ...] = STAGES) -> dict[str, Any]:
             states["Replay?"] = {"Type": "Choice", "Choices": [
                 {"Variable": "$.teachers", "IsPresent": True, "Next": "replay"}], "Default": nxt}
             states["replay"] = _replay("FanIn")
-            states["FanIn"] = {"Type": "Pass", "Comment": "every teacher's replies are in",
-                               "Next": nxt}
+            # Teachers that finished together may each have written pairs without the
+            # other's replies: the fan-in extracts them again from every stored reply.
+            states["FanIn"] = _batch("replay_pairs", [
+                "swemill", "replay", "--traces", "$.traces_run", "--out", "$.root",
+                "--pairs-only"], nxt)
     states["manifest"] = _manifest()
     states["Failed"] = {"Type": "Fail", "Error": "SwemillStageFailed",
                         "CausePath": "States.JsonToString($.error)"}
