@@ -7,6 +7,9 @@ gates, but the *whole* suite, cold, in a fresh copy of the repository for every 
 tree once, the golden tree twice) validates a spread-out subsample of the same procedural
 candidates, once with a fixed 120 s timeout and once with timeouts from the baseline durations.
 Rates are valid tasks per CPU-minute (this process and every sandboxed child). The naive
+subsample is stratified by swemill's verdict (accepted, no_fail_to_pass, timeout ...: at least
+one of each), and the naive figures are extrapolated to all candidates per stratum, so hanging
+candidates weigh on the naive side as much as they do on swemill's. The naive
 verdicts double as an audit: a task swemill accepted whose FAIL_TO_PASS does not fail, or whose
 PASS_TO_PASS does not pass, in the naive full-suite runs is counted invalid.
 
@@ -63,6 +66,8 @@ class Naive:
     verdicts: list[GateVerdict4] = field(default_factory=list)
     broken: list[RunEvidence | None] = field(default_factory=list)
     golden: list[list[RunEvidence]] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    """CPU seconds per candidate."""
     cpu_s: float = 0.0
     wall_s: float = 0.0
     timeouts: int = 0
@@ -70,6 +75,17 @@ class Naive:
     @property
     def valid(self) -> int:
         return sum(v.accepted for v in self.verdicts)
+
+    def estimate(self, strata: list[str], sizes: dict[str, int]) -> tuple[float, float]:
+        """(valid tasks, CPU seconds) extrapolated to every candidate: per stratum (swemill's
+        verdict reason) the subsample's mean CPU and valid share, times the stratum's size."""
+        valid = cpu_s = 0.0
+        for name, size in sizes.items():
+            idx = [i for i, s in enumerate(strata) if s == name]
+            if idx:
+                valid += size * sum(self.verdicts[i].accepted for i in idx) / len(idx)
+                cpu_s += size * sum(self.cpu[i] for i in idx) / len(idx)
+        return valid, cpu_s
 
 
 BACKEND = "local"
@@ -98,6 +114,7 @@ def naive(env: RepoEnv, baseline: Baseline, cands: list[Candidate], fixed: float
     c0, t0 = cpu(), time.monotonic()
     timeout = fixed or adaptive_timeout(baseline, None)
     for cand in cands:
+        c1 = cpu()
         broken = naive_run(env, [cand.bug_patch], timeout)
         out.timeouts += bool(broken and broken.timed_out)
         first = decide(baseline=baseline, applied=broken is not None,
@@ -114,15 +131,24 @@ def naive(env: RepoEnv, baseline: Baseline, cands: list[Candidate], fixed: float
         out.verdicts.append(first)
         out.broken.append(broken)
         out.golden.append(golden)
+        out.cpu.append(cpu() - c1)
     out.cpu_s, out.wall_s = cpu() - c0, time.monotonic() - t0
     return out
 
 
-def invalid(checked: Checked, broken: RunEvidence | None, golden: list[RunEvidence]) -> bool:
+def audit(checked: Checked, runs: list[tuple[RunEvidence | None, list[RunEvidence]]]) -> str:
+    """``ok``, ``invalid`` (the naive full-suite runs contradict the task's lists) or
+    ``inconclusive`` (no naive run of it finished: both timed out)."""
+    for broken, golden in runs:
+        if broken is not None and broken.usable and len(golden) == 2 and \
+                all(g.usable for g in golden):
+            return "invalid" if invalid(checked, broken, golden) else "ok"
+    return "inconclusive"
+
+
+def invalid(checked: Checked, broken: RunEvidence, golden: list[RunEvidence]) -> bool:
     """A swemill-accepted task whose lists the naive full-suite runs contradict."""
     v = checked.verdict
-    if broken is None or not broken.usable or len(golden) < 2:
-        return True
     if any(broken.outcomes.get(t) not in ("failed", "error") for t in v.fail_to_pass):
         return True
     if any(broken.outcomes.get(t) != "passed" for t in v.pass_to_pass):
@@ -144,7 +170,19 @@ def swemill(env: RepoEnv, baseline: Baseline, head: str, cands: list[Candidate],
     return res.checked, cpu() - c0, time.monotonic() - t0
 
 
-def per_min(n: int, cpu_s: float) -> float:
+def stratified(cands: list[Candidate], reasons: list[str], n: int) -> list[Candidate]:
+    """About ``n`` candidates, every swemill verdict reason represented in proportion (at
+    least one each), spread evenly within a reason: hangs must be in the naive sample too."""
+    out: list[Candidate] = []
+    for reason in dict.fromkeys(reasons):
+        group = [c for c, r in zip(cands, reasons, strict=True) if r == reason]
+        k = max(1, round(n * len(group) / len(cands)))
+        step = len(group) / k
+        out += [group[int(i * step)] for i in range(k)]
+    return out
+
+
+def per_min(n: float, cpu_s: float) -> float:
     return n / (cpu_s / 60) if cpu_s else 0.0
 
 
@@ -159,13 +197,18 @@ def bench(spec: str, args: argparse.Namespace) -> list[str]:
     checked, s_cpu, s_wall = swemill(env, baseline, src.commit, proc + pr, args.workers)
     by_id = {c.candidate.candidate_id: c for c in checked}
     n = NAIVE_N.get(spec, args.naive)
-    step = max(1, len(proc) // n)
-    sub = proc[::step][:n]
+    reasons = [by_id[c.candidate_id].reason for c in proc]
+    sizes = {r: reasons.count(r) for r in dict.fromkeys(reasons)}
+    sub = stratified(proc, reasons, n)
     fixed = naive(env, baseline, sub, 120.0)
     adapt = naive(env, baseline, sub, None)
     sub_checked = [by_id[c.candidate_id] for c in sub]
-    bad = sum(invalid(c, b, g) for c, b, g in zip(sub_checked, adapt.broken, adapt.golden,
-                                                   strict=True) if c.verdict.accepted)
+    strata = [c.reason for c in sub_checked]
+    p_valid = sum(c.verdict.accepted for c in checked if c.candidate.strategy == "procedural")
+    p_cpu = s_cpu * len(proc) / len(checked)  # pr-mirror's share (sample only) taken out
+    audits = [audit(c, [(fixed.broken[i], fixed.golden[i]), (adapt.broken[i], adapt.golden[i])])
+              for i, c in enumerate(sub_checked) if c.verdict.accepted]
+    bad, unsure = audits.count("invalid"), audits.count("inconclusive")
     agree = sum(c.verdict.accepted == v.accepted for c, v in zip(sub_checked, adapt.verdicts,
                                                                   strict=True))
     lines = []
@@ -174,26 +217,35 @@ def bench(spec: str, args: argparse.Namespace) -> list[str]:
             ok = sum(by_id[c.candidate_id].verdict.accepted for c in group)
             lines.append(f"{spec:30s} {name:11s} candidates {len(group):3d}  valid {ok:3d}  "
                          f"yield {100 * ok / len(group):5.1f}%")
+    drops: dict[str, int] = {}
+    for c in checked:
+        if not c.verdict.accepted:
+            drops[c.reason] = drops.get(c.reason, 0) + 1
+    lines.append(f"{spec:30s} swemill drops: "
+                 + ", ".join(f"{k} {v}" for k, v in sorted(drops.items())))
     walls = [c.wall_s for c in checked]
     s_valid = sum(c.verdict.accepted for c in checked)
-    s_rate = per_min(s_valid, s_cpu)
-    f_rate, a_rate = per_min(fixed.valid, fixed.cpu_s), per_min(adapt.valid, adapt.cpu_s)
+    s_rate = per_min(p_valid, p_cpu)
+    f_valid, f_cpu = fixed.estimate(strata, sizes)
+    a_valid, a_cpu = adapt.estimate(strata, sizes)
+    f_rate, a_rate = f_valid / (f_cpu / 60), a_valid / (a_cpu / 60)
     lines += [
         f"{spec:30s} suite {baseline.suite_wall_s:.2f} s wall, start-up {baseline.startup_s:.2f}"
         f" s, {len(baseline.outcomes)} tests",
         f"{spec:30s} swemill  {len(checked):3d} cands {s_valid:3d} valid  cpu {s_cpu:7.1f} s  "
         f"wall {s_wall:6.1f} s  median/cand {statistics.median(walls):.3f} s  "
-        f"-> {s_rate:7.1f} valid/CPU-min",
+        f"-> procedural {p_valid} valid in ~{p_cpu:.0f} CPU s: {s_rate:7.1f} valid/CPU-min",
         f"{spec:30s} naive120 {len(sub):3d} cands {fixed.valid:3d} valid  cpu {fixed.cpu_s:7.1f}"
-        f" s  wall {fixed.wall_s:6.1f} s  timeouts {fixed.timeouts}  -> {f_rate:7.1f} "
-        "valid/CPU-min",
+        f" s  wall {fixed.wall_s:6.1f} s  timeouts {fixed.timeouts}  -> est. over "
+        f"{len(proc)}: {f_valid:.1f} valid, {f_cpu:.0f} CPU s -> {f_rate:7.1f} valid/CPU-min",
         f"{spec:30s} naiveAd  {len(sub):3d} cands {adapt.valid:3d} valid  cpu {adapt.cpu_s:7.1f}"
-        f" s  wall {adapt.wall_s:6.1f} s  timeouts {adapt.timeouts}  -> {a_rate:7.1f} "
-        "valid/CPU-min",
+        f" s  wall {adapt.wall_s:6.1f} s  timeouts {adapt.timeouts}  -> est. over "
+        f"{len(proc)}: {a_valid:.1f} valid, {a_cpu:.0f} CPU s -> {a_rate:7.1f} valid/CPU-min",
         f"{spec:30s} ratio swemill/naive120 {s_rate / f_rate if f_rate else float('inf'):6.1f}x"
         f"   swemill/naive-adaptive {s_rate / a_rate if a_rate else float('inf'):6.1f}x",
         f"{spec:30s} audit: {bad} invalid of "
-        f"{sum(c.verdict.accepted for c in sub_checked)} swemill tasks in the subsample; "
+        f"{sum(c.verdict.accepted for c in sub_checked)} swemill tasks in the subsample "
+        f"({unsure} inconclusive); "
         f"verdicts agree with naive on {agree}/{len(sub)}",
     ]
     return lines
