@@ -33,6 +33,10 @@ _GIT_ENV = {
     "GIT_COMMITTER_NAME": "swemill", "GIT_COMMITTER_EMAIL": "swemill@localhost",
     "LC_ALL": "C", "HOME": "/nonexistent", "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
 }
+# Built-in plugins that only act on options swemill never passes; not loading them saves
+# about a tenth of every forked run.
+_QUIET_PLUGINS = ("-p", "no:junitxml", "-p", "no:pastebin", "-p", "no:stepwise",
+                  "-p", "no:setuponly", "-p", "no:setupplan")
 _VALID: frozenset[str] = frozenset({"passed", "failed", "error", "skipped", "xfailed", "xpassed"})
 
 
@@ -134,7 +138,7 @@ class Worker:
         A server that died (killed for memory, say) is restarted once and the run repeated;
         if it dies again the error propagates to the candidate, which is then dropped.
         """
-        args = pytest_argv(self.env, self.sb.workdir)[3:]
+        args = [*pytest_argv(self.env, self.sb.workdir)[3:], *_QUIET_PLUGINS]
         if nodeids is not None:
             args += list(nodeids)
         for attempt in (0, 1):
