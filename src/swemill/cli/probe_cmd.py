@@ -75,7 +75,8 @@ def _print(result: ProbeResult) -> None:
     if result.dpo_margin:
         m = result.dpo_margin
         console.print(f"dpo margin {m.before:.3f} -> {m.after:.3f} over {m.pairs} pairs "
-                      f"(chosen preferred {m.accuracy_before:.0%} -> {m.accuracy_after:.0%})")
+                      f"(chosen preferred {m.accuracy_before:.0%} -> {m.accuracy_after:.0%})"
+                      + (f", {m.pairs_unscored} pairs not scored" if m.pairs_unscored else ""))
     for what, why in result.skipped.items():
         console.print(f"[yellow]skipped[/] {what}: {why}")
     verdict = {True: "[green]accepted[/]", False: "[red]not accepted[/]",
