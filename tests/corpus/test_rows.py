@@ -163,3 +163,37 @@ def test_write_corpus_round_trips_through_the_store(tmp_path, corpus):
     assert written["sft"] + written["sft_holdout"] == 8 and written["wm"] == 32
     back = store.read_records("corpus/sft", "run1")
     assert back == out.sft  # JSON columns read back as the JSON text they were written as
+
+
+def test_rows_carry_the_solve_rate(corpus):
+    traj = corpus.trajectories[0]
+    task = corpus.tasks[traj.task_id]
+    assert sft_row(traj, task)["solve_rate"] is None  # no rollouts measured it
+    rated = traj.model_copy(update={"metadata": {**traj.metadata, "solve_rate": 0.25}})
+    assert sft_row(rated, task)["solve_rate"] == 0.25
+    from_task = task.model_copy(update={"solve_rate": 0.5})
+    assert sft_row(traj, from_task)["solve_rate"] == 0.5
+    pair = corpus.pairs[0]
+    rated_pair = pair.model_copy(update={"metadata": {**pair.metadata, "solve_rate": 0.75}})
+    row = dpo_row(rated_pair, corpus.tasks[pair.task_id])
+    assert row["solve_rate"] == 0.75
+    table = rows_to_table([row], DPO_SCHEMA)
+    assert table.column("solve_rate").to_pylist() == [0.75]
+
+
+def test_near_dedup_ignores_tool_output_but_not_actions():
+    from swemill.corpus.assemble import dedup_text
+
+    def msgs(action: str, output: str) -> list[dict]:
+        call = {"id": "c", "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": action})}}
+        return [
+            {"role": "system", "content": "shared prompt", "tool_calls": None},
+            {"role": "user", "content": "fix the bug", "tool_calls": None},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": output, "tool_calls": None},
+        ]
+
+    assert dedup_text(msgs("ls", "a.py")) == dedup_text(msgs("ls", "b.py"))
+    assert dedup_text(msgs("ls", "a.py")) != dedup_text(msgs("cat a.py", "a.py"))
+    assert "shared prompt" not in dedup_text(msgs("ls", "a.py"))

@@ -62,7 +62,7 @@ MESSAGE_TYPE = pa.struct([
 _CONV = pa.list_(MESSAGE_TYPE)
 _PROVENANCE = [
     ("task_id", _S), ("repo", _S), ("strategy", _S), ("source", _S), ("policy", _S),
-    ("license_tier", _S), ("synthetic", pa.bool_()),
+    ("license_tier", _S), ("synthetic", pa.bool_()), ("solve_rate", pa.float64()),
 ]
 SFT_SCHEMA = pa.schema([
     ("trajectory_id", _S), *_PROVENANCE, ("grade", pa.float64()), ("resolved", pa.bool_()),
@@ -154,7 +154,13 @@ def _provenance(task_id: str | None, task: Task | None, meta: dict[str, Any]) ->
         "task_id": task_id,
         "repo": task.repo if task else (meta.get("repo") or None),
         "strategy": task.strategy if task else (meta.get("strategy") or None),
+        # the fraction of the task's rollouts that solved it (curriculum selection), when known
+        "solve_rate": _rate(meta.get("solve_rate", task.solve_rate if task else None)),
     }
+
+
+def _rate(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def sft_row(

@@ -37,7 +37,14 @@ import numpy as np
 
 from swemill.core.errors import CorpusError, StoreError
 from swemill.core.records import Drop, Golden, PreferencePair, RunManifest, Task, Trajectory
-from swemill.corpus.assemble import CorpusConfig, CorpusTables, assemble, empty_reason, row_text
+from swemill.corpus.assemble import (
+    CorpusConfig,
+    CorpusTables,
+    assemble,
+    dedup_text,
+    empty_reason,
+    row_text,
+)
 from swemill.corpus.assemble import _pair_digest as pair_digest  # the local path's pair key
 from swemill.corpus.card import dataset_card
 from swemill.corpus.dedup import NearDupIndex, text_hash
@@ -104,7 +111,7 @@ def _normalise(ref: StoreRef, run_id: str, cfg: CorpusConfig, shared: Any,
         rows, it = [], iter(enumerate(recs))
         for row in made:  # rows are a subsequence of the records: match them in order
             pos = next(p for p, r in it if _rec_id(r, kind) == _row_id(row, kind))
-            text = row_text(row["messages"]) if kind == "sft" else pair_digest(row)
+            text = dedup_text(row["messages"]) if kind == "sft" else pair_digest(row)
             sig = prior.signature(text)
             match = prior.check(text, sig) if cfg.dedup else None
             rows.append({"idx": first + pos, "kind": kind, "row": row, "sig": sig,
@@ -183,7 +190,7 @@ def _write(ref: StoreRef, run_id: str, cfg: CorpusConfig, total: int, shared: An
                 (tables.dpo_holdout if held else tables.dpo).append(r["row"])
             if cfg.dedup:
                 index.check_and_add(_row_id(r["row"], r["kind"]),
-                                    row_text(r["row"]["messages"]) if r["kind"] == "sft"
+                                    dedup_text(r["row"]["messages"]) if r["kind"] == "sft"
                                     else pair_digest(r["row"]))
     yield write_corpus(store, run_id, tables, index=k, total=total)
     index.save(store, shard_name(k, total))  # as the stage does, even when it is empty
