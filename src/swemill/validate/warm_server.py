@@ -78,7 +78,8 @@ def _child(args: list[str], result_path: str, log_path: str) -> None:
     finally:
         with open(result_path, "w") as fh:
             json.dump({"exit_code": code, "outcomes": collector.outcomes,
-                       "durations": collector.durations, "messages": collector.messages}, fh)
+                       "durations": collector.durations, "messages": collector.messages,
+                       "ast_hot": _ASTS.hot}, fh)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -122,6 +123,8 @@ def _serve_one(request: dict, workdir: str) -> dict:
                 result.update(json.load(fh))
             result["exit_code"] = exit_code  # the process's own word wins over the report's
             result["cpu_s"] = cpu_s
+        hot = result.pop("ast_hot", None)
+        _ASTS.adopt(hot if isinstance(hot, list) else [])
         with open(log_path, "rb") if os.path.exists(log_path) else open(os.devnull, "rb") as fh:
             fh.seek(0, os.SEEK_END)
             fh.seek(max(0, fh.tell() - LOG_TAIL))
@@ -203,6 +206,99 @@ class _CodeCache:
         rewrite._rewrite_test = cached_rewrite
 
 
+class _AstCache:
+    """Parsed modules for pytest's failure reports, keyed by exact source text.
+
+    To show the statement a traceback line belongs to, pytest parses the *whole* file of
+    every traceback entry, once per failing test (and walks the tree), so on a
+    several-thousand-line test module a failing test costs a few tenths of a second of
+    parsing alone. Here a child parses each distinct source text once; a text that a second
+    child also needed (the unchanged test modules) is parsed once more in this parent, and
+    every later fork inherits the tree. Keyed by content, a stale tree is impossible, and the
+    reports are exactly the ones pytest would write.
+    """
+
+    MAX_TREES = 32
+
+    def __init__(self) -> None:
+        self.root = ""
+        self.trees: dict[str, Any] = {}
+        self.hot: list[str] = []
+        """Digests this child parsed that an earlier child had parsed too (for the parent)."""
+        self._linenos: Any = None
+
+    def _path(self, digest: str) -> str:
+        return os.path.join(self.root, f"ast-{digest}.py")
+
+    def _parse(self, content: str) -> Any:
+        import ast
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(content, "source", "exec")
+        if self._linenos is not None:
+            with contextlib.suppress(Exception):
+                self._linenos(tree)  # pytest memoizes the statement line numbers on the tree
+        return tree
+
+    def _note(self, content: str) -> None:
+        """Leave the text where the parent can find it; say so if an earlier child did."""
+        data = content.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(data).hexdigest()
+        path = self._path(digest)
+        if os.path.exists(path):
+            self.hot.append(digest)
+            return
+        with contextlib.suppress(OSError):
+            tmp = f"{path}.{os.getpid()}"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+
+    def adopt(self, digests: list[str]) -> None:
+        """In the parent: parse the texts two children needed, for every later child."""
+        for digest in digests:
+            if len(self.trees) >= self.MAX_TREES:
+                return
+            with contextlib.suppress(Exception):
+                with open(self._path(str(digest)), "rb") as fh:
+                    data = fh.read()
+                if hashlib.sha256(data).hexdigest() != digest:
+                    continue
+                content = data.decode("utf-8", "surrogatepass")
+                if content not in self.trees:
+                    self.trees[content] = self._parse(content)
+
+    def install(self, root: str) -> None:
+        self.root = root
+        try:
+            from _pytest._code import code, source
+        except ImportError:
+            return
+        original = getattr(source, "getstatementrange_ast", None)
+        if original is None or getattr(code, "getstatementrange_ast", None) is not original:
+            return
+        self._linenos = getattr(source, "_statement_linenos", None)
+        cache = self
+
+        def getstatementrange_ast(lineno, src, assertion=False, astnode=None):  # noqa: ANN001, ANN202, FBT002
+            if astnode is None:
+                content = str(src)
+                astnode = cache.trees.get(content)
+                if astnode is None:
+                    astnode = cache._parse(content)  # a SyntaxError propagates, as in pytest
+                    cache.trees[content] = astnode
+                    cache._note(content)
+            return original(lineno, src, assertion, astnode)
+
+        source.getstatementrange_ast = getstatementrange_ast
+        code.getstatementrange_ast = getstatementrange_ast
+
+
+_ASTS = _AstCache()
+
+
 def _warm_up(cache_dir: str) -> float:
     start = time.monotonic()
     import importlib.metadata as md
@@ -210,6 +306,7 @@ def _warm_up(cache_dir: str) -> float:
     import pytest  # noqa: F401
 
     _CodeCache(cache_dir).install()
+    _ASTS.install(cache_dir)
     with contextlib.suppress(Exception):  # pytest imports its own plugins lazily, per session
         import importlib
 
