@@ -3,7 +3,7 @@
 # failure here (a suite that runs no test proves nothing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"
 rc=$?
 if [ "$rc" = "5" ]; then
   echo "test: pytest collected no tests" >&2
