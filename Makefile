@@ -4,6 +4,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
+	rm -rf ./swemill-out
 	.venv/bin/swemill build --out ./swemill-out
 
 test: setup
