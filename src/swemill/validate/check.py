@@ -49,6 +49,8 @@ class CheckContext:
     head: str
     timeout_factor: float = 3.0
     timeout_margin_s: float = 5.0
+    test_deadline_factor: float = 10.0
+    test_deadline_floor_s: float = 1.0
     _bases: dict[tuple[str, str], Baseline | str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pending: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
@@ -59,6 +61,18 @@ class CheckContext:
         extra = min(0.25 * len(selected), 10.0) if selected is not None else 0.0
         return adaptive_timeout(baseline, selected, factor=self.timeout_factor,
                                 margin_s=self.timeout_margin_s) + extra
+
+    def deadlines(self, baseline: Baseline, selected: Sequence[str] | None) -> dict[str, float]:
+        """Per-test deadlines for a broken tree's run: a test still running this long after
+        it started is taken for a hang and the run ends as timed out, instead of waiting out
+        the whole run's budget. Only a broken run gets them: they can turn a slow run into a
+        ``timeout`` refusal, never into an accepted task."""
+        durations = baseline.durations_s
+        fallback = max(durations.values(), default=1.0)
+        floor = self.test_deadline_floor_s
+        tests = durations.keys() if selected is None else selected
+        return {t: round(self.test_deadline_factor * durations.get(t, fallback) + floor, 3)
+                for t in tests}
 
     def baseline_for(self, worker: Worker, commit: str, base_patch: str) -> Baseline | str:
         """The baseline at ``commit`` + ``base_patch`` (or the reason there is none)."""
@@ -162,7 +176,8 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
                          golden_runs=[], selected=selected)
         verdict.detail = str(exc)[:300]
         return Checked(cand, verdict, commit, base_patch)
-    res = worker.run(selected, ctx.timeout(baseline, selected))
+    res = worker.run(selected, ctx.timeout(baseline, selected),
+                     ctx.deadlines(baseline, selected))
     broken = evidence_of(res, selected)
     first = decide(baseline=baseline, applied=True, imports=_imports(broken), broken=broken,
                    golden_runs=[], selected=selected)

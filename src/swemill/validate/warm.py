@@ -13,6 +13,7 @@ import os
 import selectors
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,8 @@ class WarmResult:
     wall_s: float = 0.0
     cpu_s: float = 0.0
     """CPU seconds of the forked test process (and whatever it started and reaped)."""
+    hung: str | None = None
+    """The test that ran past its own deadline (the run was then killed: timed out)."""
 
 
 class WarmWorker:
@@ -78,11 +81,15 @@ class WarmWorker:
         except (subprocess.TimeoutExpired, ValueError, OSError):
             return ""
 
-    def run(self, args: list[str], timeout: float) -> WarmResult:
-        """Run pytest with ``args`` in a fresh child; ``timeout`` bounds the child."""
+    def run(self, args: list[str], timeout: float,
+            deadlines: Mapping[str, float] | None = None) -> WarmResult:
+        """Run pytest with ``args`` in a fresh child; ``timeout`` bounds the child, and
+        ``deadlines`` (seconds per node id) bound single tests within it."""
         assert self.proc.stdin is not None
         self._seq += 1
-        request = {"id": self._seq, "args": args, "timeout": timeout}
+        request: dict[str, object] = {"id": self._seq, "args": args, "timeout": timeout}
+        if deadlines:
+            request["deadlines"] = dict(deadlines)
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
@@ -94,6 +101,7 @@ class WarmWorker:
             outcomes=dict(reply.get("outcomes", {})), durations=dict(reply.get("durations", {})),
             messages=dict(reply.get("messages", {})), log_tail=reply.get("log_tail", ""),
             wall_s=float(reply.get("wall_s", 0.0)), cpu_s=float(reply.get("cpu_s", 0.0)),
+            hung=reply.get("hung") or None,
         )
 
     @property

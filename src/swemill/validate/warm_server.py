@@ -6,9 +6,12 @@ makes mutation-testing tools fast). It deliberately imports nothing from swemill
 repository's environment does not contain swemill.
 
 Protocol, one JSON object per line: the first line written is ``{"ready": true, ...}``; each
-request ``{"id", "args": [...pytest args], "timeout": seconds}`` is answered by
-``{"id", "exit_code", "timed_out", "outcomes": {nodeid: outcome}, "durations": {...},
-"messages": {...}, "log_tail", "wall_s"}``. The project is never imported in this parent
+request ``{"id", "args": [...pytest args], "timeout": seconds, "deadlines": {nodeid: seconds}}``
+is answered by ``{"id", "exit_code", "timed_out", "hung", "outcomes": {nodeid: outcome},
+"durations": {...}, "messages": {...}, "log_tail", "wall_s", "cached_asts"}``. ``timeout``
+bounds the whole run; ``deadlines`` (optional) bound single tests: a test still running
+that long after it started (setup, call and teardown) has the run killed as timed out, and
+``hung`` names it. The project is never imported in this parent
 process, so every child sees the workspace as it is on disk at that moment.
 """
 
@@ -33,10 +36,23 @@ LOG_TAIL = 4000
 class _Collector:
     """An in-process pytest plugin that records one outcome per test node id."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: int | None = None) -> None:
         self.outcomes: dict[str, str] = {}
         self.durations: dict[str, float] = {}
         self.messages: dict[str, str] = {}
+        self.progress = progress
+        """A pipe to the server: which test is running now (for per-test deadlines)."""
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.progress, line.encode("utf-8", "replace") + b"\n")
+
+    def pytest_runtest_logstart(self, nodeid, location):  # noqa: ANN001, ANN201, ARG002
+        self._say(f"S {nodeid}")
+
+    def pytest_runtest_logfinish(self, nodeid, location):  # noqa: ANN001, ANN201, ARG002
+        self._say("E")
 
     def pytest_runtest_logreport(self, report):  # noqa: ANN001, ANN201 - pytest hook
         nodeid = report.nodeid
@@ -62,7 +78,7 @@ class _Collector:
             self.messages[report.nodeid or "<collection>"] = str(report.longreprtext)[-1500:]
 
 
-def _child(args: list[str], result_path: str, log_path: str) -> None:
+def _child(args: list[str], result_path: str, log_path: str, progress: int) -> None:
     os.setpgid(0, 0)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
@@ -71,7 +87,7 @@ def _child(args: list[str], result_path: str, log_path: str) -> None:
     os.dup2(null, 0)
     import pytest
 
-    collector = _Collector()
+    collector = _Collector(progress)
     code = 4
     try:
         code = int(pytest.main(args, plugins=[collector]))
@@ -85,21 +101,58 @@ def _child(args: list[str], result_path: str, log_path: str) -> None:
         os._exit(code)
 
 
-def _wait(pid: int, timeout: float) -> tuple[int, bool, float]:
-    """(exit code, timed out, CPU seconds of the child and everything it reaped)."""
+class _Progress:
+    """The server's end of the progress pipe: the deadline of the test running now."""
+
+    def __init__(self, fd: int, deadlines: dict[str, float]) -> None:
+        self.fd = fd
+        self.deadlines = deadlines
+        self.buf = b""
+        self.running: str | None = None
+        self.until = float("inf")
+        os.set_blocking(fd, False)
+
+    def poll(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return
+            self.buf += chunk
+            *lines, self.buf = self.buf.split(b"\n")
+            for raw in lines:
+                line = raw.decode("utf-8", "replace")
+                if line.startswith("S "):
+                    self.running = line[2:]
+                    limit = self.deadlines.get(self.running)
+                    self.until = time.monotonic() + limit if limit is not None else float("inf")
+                else:
+                    self.running, self.until = None, float("inf")
+
+
+def _wait(pid: int, timeout: float, progress: _Progress) -> tuple[int, bool, float, str | None]:
+    """(exit code, timed out, CPU seconds of the child and everything it reaped, the test
+    that went past its own deadline)."""
     deadline = time.monotonic() + timeout
     delay = 0.0005
     while True:
         done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
-            return os.waitstatus_to_exitcode(status), False, usage.ru_utime + usage.ru_stime
-        if time.monotonic() >= deadline:
+            return os.waitstatus_to_exitcode(status), False, usage.ru_utime + usage.ru_stime, None
+        progress.poll()
+        now = time.monotonic()
+        hung = progress.running if now >= progress.until else None
+        if now >= deadline or hung is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             _, status, usage = os.wait4(pid, 0)
-            return -9, True, usage.ru_utime + usage.ru_stime
+            return -9, True, usage.ru_utime + usage.ru_stime, hung
         time.sleep(delay)
         delay = min(delay * 2, 0.01)
 
@@ -108,16 +161,24 @@ def _serve_one(request: dict, workdir: str) -> dict:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="warm-") as tmp:
         result_path, log_path = os.path.join(tmp, "result.json"), os.path.join(tmp, "log.txt")
+        read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the forked child
             try:
+                os.close(read_end)
                 os.chdir(workdir)
-                _child(list(request["args"]), result_path, log_path)
+                _child(list(request["args"]), result_path, log_path, write_end)
             finally:
                 os._exit(70)
-        exit_code, timed_out, cpu_s = _wait(pid, float(request.get("timeout", 60)))
+        os.close(write_end)
+        deadlines = {str(k): float(v) for k, v in (request.get("deadlines") or {}).items()}
+        try:
+            exit_code, timed_out, cpu_s, hung = _wait(pid, float(request.get("timeout", 60)),
+                                                      _Progress(read_end, deadlines))
+        finally:
+            os.close(read_end)
         result = {"exit_code": exit_code, "outcomes": {}, "durations": {}, "messages": {},
-                  "cpu_s": cpu_s}
+                  "cpu_s": cpu_s, "hung": hung}
         if not timed_out and os.path.exists(result_path):
             with open(result_path) as fh:
                 result.update(json.load(fh))
@@ -130,7 +191,7 @@ def _serve_one(request: dict, workdir: str) -> dict:
             fh.seek(max(0, fh.tell() - LOG_TAIL))
             tail = fh.read().decode("utf-8", "replace")
     return {"id": request.get("id"), "timed_out": timed_out, "log_tail": tail,
-            "wall_s": time.monotonic() - start, **result}
+            "wall_s": time.monotonic() - start, "cached_asts": len(_ASTS.trees), **result}
 
 
 class _CodeCache:

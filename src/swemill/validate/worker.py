@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +67,8 @@ def evidence_of(result: WarmResult, selected: Sequence[str] | None) -> RunEviden
     if result.exit_code == 5 and selected is None:
         trusted = False  # nothing collected at all: the tree does not even import
     log = result.log_tail
+    if result.hung:
+        log = f"{result.hung} ran past its own deadline\n{log}"
     if not trusted and not result.timed_out:
         log = f"exit {result.exit_code}, {len(result.outcomes)} outcomes\n{log}"
     return RunEvidence(outcomes=outcomes, exit_code=result.exit_code,
@@ -132,8 +134,10 @@ class Worker:
             self._spawned.close()
             self._spawned = None
 
-    def run(self, nodeids: Sequence[str] | None, timeout: float) -> WarmResult:
-        """Run ``nodeids`` (None: the whole suite) in a fresh fork of the warm server.
+    def run(self, nodeids: Sequence[str] | None, timeout: float,
+            deadlines: Mapping[str, float] | None = None) -> WarmResult:
+        """Run ``nodeids`` (None: the whole suite) in a fresh fork of the warm server;
+        ``timeout`` bounds the run, ``deadlines`` single tests (see :mod:`.warm_server`).
 
         A server that died (killed for memory, say) is restarted once and the run repeated;
         if it dies again the error propagates to the candidate, which is then dropped.
@@ -149,7 +153,7 @@ class Worker:
                 if attempt or self.restarts:
                     self.restarts += 1
             try:
-                result = warm.run(args, timeout)
+                result = warm.run(args, timeout, deadlines)
                 self.cpu_s += result.cpu_s
                 return result
             except SandboxError:

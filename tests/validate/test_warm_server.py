@@ -1,0 +1,132 @@
+"""The warm server itself, over its JSON-lines protocol, in a real subprocess: failure
+reports from its parse cache are exactly the uncached ones (and follow an edited file), and a
+per-test deadline ends a hanging run early while leaving a normal run alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from swemill.validate.warm import SERVER_PATH
+
+ARGS = ["-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--tb=short", "-o", "addopts="]
+
+
+class Server:
+    def __init__(self, root: Path) -> None:
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-u", str(SERVER_PATH), str(root)],
+                                     cwd=root, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert json.loads(self._line())["ready"]
+
+    def _line(self) -> bytes:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline()
+
+    def run(self, args: list[str], timeout: float, **extra: object) -> dict:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"id": 1, "args": [*ARGS, *args], "timeout": timeout,
+                                          **extra}).encode() + b"\n")
+        self.proc.stdin.flush()
+        return json.loads(self._line())
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b'{"op": "exit"}\n')
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Server, Path]]:
+    srv = Server(tmp_path)
+    try:
+        yield srv, tmp_path
+    finally:
+        srv.close()
+
+
+def _module(marker: str, pad: int) -> str:
+    filler = "".join(f"def helper_{i}(x):\n    if x:\n        return x + {i}\n    return {i}\n\n"
+                     for i in range(pad))
+    return filler + textwrap.dedent(f"""
+        def test_one():
+            value = helper_1(0)
+            assert value == {marker!r}, (
+                "first"
+            )
+
+
+        def test_two():
+            assert helper_2(0) == {marker!r}
+
+
+        def test_ok():
+            assert helper_3(1) == 4
+        """)
+
+
+def _line_of(root: Path, marker: str) -> int:
+    lines = (root / "test_big.py").read_text().splitlines()
+    return lines.index(f"    assert value == {marker!r}, (") + 1
+
+
+def test_failure_reports_from_the_parse_cache_are_the_uncached_ones(
+        server: tuple[Server, Path]) -> None:
+    srv, root = server
+    (root / "test_big.py").write_text(_module("v1", 400))
+    replies = [srv.run(["test_big.py"], 60) for _ in range(3)]
+    for reply in replies:
+        assert reply["outcomes"] == {"test_big.py::test_one": "failed",
+                                     "test_big.py::test_two": "failed",
+                                     "test_big.py::test_ok": "passed"}
+    # the first child parsed the module, the second did too and handed it to the server,
+    # the third used the server's tree: all three wrote the very same report
+    assert [r["cached_asts"] for r in replies] == [0, 1, 1]
+    assert replies[0]["messages"] == replies[1]["messages"] == replies[2]["messages"]
+    first = replies[2]["messages"]["test_big.py::test_one"]
+    assert f"test_big.py:{_line_of(root, 'v1')}: in test_one" in first
+    assert "assert value == 'v1', (" in first and "AssertionError: first" in first
+
+    # the file changes under the same name (lines shift): the report follows the new text
+    (root / "test_big.py").write_text("# one more line\n" + _module("v2", 401))
+    again = srv.run(["test_big.py"], 60)
+    message = again["messages"]["test_big.py::test_one"]
+    assert f"test_big.py:{_line_of(root, 'v2')}: in test_one" in message
+    assert "assert value == 'v2', (" in message and "v1" not in message
+    assert again["outcomes"]["test_big.py::test_two"] == "failed"
+
+
+def test_a_test_past_its_deadline_ends_the_run_early(server: tuple[Server, Path]) -> None:
+    srv, root = server
+    (root / "test_hang.py").write_text(textwrap.dedent("""
+        import time
+
+        def test_quick():
+            time.sleep(0.2)
+
+        def test_hangs():
+            while True:
+                pass
+        """))
+    quick, hangs = "test_hang.py::test_quick", "test_hang.py::test_hangs"
+    reply = srv.run([quick, hangs], 60, deadlines={quick: 5.0, hangs: 1.0})
+    assert reply["timed_out"] is True
+    assert reply["hung"] == hangs
+    assert reply["wall_s"] < 20  # the deadline, not the run's 60 s budget, ended it
+
+    # a test slower than nothing but within its deadline is not disturbed
+    ok = srv.run([quick], 60, deadlines={quick: 5.0})
+    assert ok["timed_out"] is False and ok["hung"] is None
+    assert ok["outcomes"] == {quick: "passed"}
+    # tests without a deadline only have the run's budget
+    bounded = srv.run([hangs], 2, deadlines={quick: 0.01})
+    assert bounded["timed_out"] is True and bounded["hung"] is None
