@@ -9,7 +9,8 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory,
+                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test gets its own swemill cache unless it asks for the shared session one."""
     if os.environ.get("SWEMILL_TEST_SHARED_CACHE"):
         return

@@ -33,14 +33,17 @@ def _run(cmd: list[str], timeout: float = 10) -> tuple[int, str]:
 
 
 def _check_bwrap() -> Check:
-    fix = "apt-get install -y bubblewrap" if os.geteuid() == 0 else "sudo apt-get install -y bubblewrap"
+    fix = "apt-get install -y bubblewrap"
+    if os.geteuid() != 0:
+        fix = "sudo " + fix
     path = shutil.which("bwrap")
     if not path:
         return Check("bwrap", False, "bubblewrap not found (default sandbox)", fix)
     rc, out = _run([path, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"])
     if rc != 0:
         return Check("bwrap", False, f"bwrap cannot create namespaces: {out[:120]}",
-                     "enable unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1")
+                     "enable unprivileged user namespaces: "
+                     "sysctl kernel.unprivileged_userns_clone=1")
     _, ver = _run([path, "--version"])
     return Check("bwrap", True, ver)
 
@@ -86,19 +89,23 @@ def _check_cgroups() -> Check:
         return Check("cgroups", True, f"{support.version}: pids and memory controllers writable")
     missing = [n for n, ok in (("pids", support.pids), ("memory", support.memory)) if not ok]
     return Check("cgroups", False,
-                 f"{support.version or 'none'}: {', '.join(missing)} not writable; falling back to rlimits",
+                 f"{support.version or 'none'}: {', '.join(missing)} not writable; "
+                 "falling back to rlimits",
                  "run as root, or delegate a cgroup subtree to this user", optional=True)
 
 
 def _check_aws() -> Check:
     env = os.environ
-    has_env = bool(env.get("AWS_ACCESS_KEY_ID") or env.get("AWS_PROFILE") or env.get("AWS_WEB_IDENTITY_TOKEN_FILE"))
+    has_env = any(env.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE",
+                                         "AWS_WEB_IDENTITY_TOKEN_FILE"))
     has_file = (Path.home() / ".aws" / "credentials").exists()
     if has_env or has_file:
-        return Check("aws credentials", True, "found (" + ("environment" if has_env else "~/.aws/credentials") + ")",
+        where = "environment" if has_env else "~/.aws/credentials"
+        return Check("aws credentials", True, f"found ({where})",
                      optional=True)
     return Check("aws credentials", False, "none found (needed only for S3 / Batch / Bedrock)",
-                 "aws configure   # or export AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY", optional=True)
+                 "aws configure   # or export AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
+                 optional=True)
 
 
 def _check_python() -> Check:

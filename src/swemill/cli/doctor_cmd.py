@@ -9,7 +9,9 @@ from swemill.cli._common import emit_json
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    def doctor(json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON.")) -> None:
+    def doctor(
+        json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
+    ) -> None:
         """Check the machine: sandbox, uv, git, Docker, cgroups, AWS credentials."""
         from rich.table import Table
 
@@ -24,6 +26,7 @@ def register(app: typer.Typer) -> None:
         for col in ("check", "status", "detail", "fix"):
             table.add_column(col)
         for c in checks:
-            mark = "[green]ok[/]" if c.ok else ("[yellow]optional[/]" if c.optional else "[red]missing[/]")
+            mark = "[green]ok[/]" if c.ok else (
+                "[yellow]optional[/]" if c.optional else "[red]missing[/]")
             table.add_row(c.name, mark, c.detail, c.fix or "")
         console.print(table)
