@@ -37,6 +37,7 @@ from swemill.corpus.scrub import scrub, scrub_value
 from swemill.corpus.split import Split, SplitConfig, SplitItem, family_of, split
 
 __all__ = ["CorpusConfig", "CorpusTables", "assemble", "admit", "row_text", "dedup_text",
+           "pair_digest",
            "empty_reason"]
 
 
@@ -202,12 +203,12 @@ class _Run:
             return self.drop("corpus.dpo", pair.pair_id, "golden_leak", detail)
         if row["chosen"] == row["rejected"]:
             return self.drop("corpus.dpo", pair.pair_id, "chosen_equals_rejected")
-        if self.cfg.dedup and (dup := self.index.check_and_add(pair.pair_id, _pair_digest(row))):
+        if self.cfg.dedup and (dup := self.index.check_and_add(pair.pair_id, pair_digest(row))):
             return self.drop("corpus.dpo", pair.pair_id, dup.reason, dup.row_id)
         return row
 
 
-def _pair_digest(row: dict[str, Any]) -> str:
+def pair_digest(row: dict[str, Any]) -> str:
     """Pairs are deduplicated exactly, across runs too: their digest goes into the same index
     as one opaque token, which can only match itself (pairs from one state share most text,
     so near-matching them would drop real alternatives)."""

@@ -12,19 +12,16 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
-from typing import TypeVar
-
-from pydantic import BaseModel
 
 from swemill.core.records import RunManifest, Task, Trajectory
 from swemill.corpus.assemble import CorpusTables
+from swemill.corpus.stage import optional_records
 from swemill.corpus.svg import bar_chart, histogram_bins
 from swemill.store import Store
-from swemill.store.layout import report_key, run_prefix
+from swemill.store.layout import report_key
 
 __all__ = ["ReportData", "report_data", "render_report", "write_report"]
 
-M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(slots=True)
@@ -157,8 +154,8 @@ def write_report(store: Store, run_id: str) -> str:
     from swemill.corpus.stage import load_corpus_tables
 
     manifest = store.read_manifest(run_id)  # no manifest: "no run <id>" (one clear error)
-    tasks = _optional(store, "tasks", run_id, Task)
-    trajs = _optional(store, "trajectories", run_id, Trajectory)
+    tasks = optional_records(store, "tasks", run_id, Task)
+    trajs = optional_records(store, "trajectories", run_id, Trajectory)
     tables = load_corpus_tables(store, run_id)
     html = render_report(report_data(manifest, tables, tasks=tasks, trajectories=trajs))
     key = report_key(run_id, "index.html")
@@ -166,7 +163,3 @@ def write_report(store: Store, run_id: str) -> str:
     return key
 
 
-def _optional(store: Store, stage: str, run_id: str, model: type[M]) -> list[M]:
-    if not store.list_keys(run_prefix(stage, run_id)):
-        return []
-    return store.read_records(stage, run_id, model)

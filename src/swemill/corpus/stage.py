@@ -44,7 +44,7 @@ class CorpusSummary:
     skipped: bool = False
 
 
-def _optional(store: Store, stage: str, run_id: str, model: type[M]) -> list[M]:
+def optional_records(store: Store, stage: str, run_id: str, model: type[M]) -> list[M]:
     if not store.list_keys(run_prefix(stage, run_id)):
         return []
     return store.read_records(stage, run_id, model)
@@ -52,12 +52,12 @@ def _optional(store: Store, stage: str, run_id: str, model: type[M]) -> list[M]:
 
 def read_inputs(store: Store, run_id: str) -> dict[str, Any]:
     """The run's trajectories, pairs, tasks and goldens (absent stages read as empty)."""
-    trajs = _optional(store, "trajectories", run_id, Trajectory)
-    pairs = _optional(store, PAIRS_STAGE, run_id, PreferencePair)
+    trajs = optional_records(store, "trajectories", run_id, Trajectory)
+    pairs = optional_records(store, PAIRS_STAGE, run_id, PreferencePair)
     if not trajs and not pairs:
         raise CorpusError(f"run {run_id} in {store.url} has no trajectories, traces or pairs")
-    tasks = {t.instance_id: t for t in _optional(store, "tasks", run_id, Task)}
-    goldens = {g.instance_id: g for g in _optional(store, "golden", run_id, Golden)}
+    tasks = {t.instance_id: t for t in optional_records(store, "tasks", run_id, Task)}
+    goldens = {g.instance_id: g for g in optional_records(store, "golden", run_id, Golden)}
     return {"trajectories": trajs, "pairs": pairs, "tasks": tasks, "goldens": goldens}
 
 

@@ -43,14 +43,17 @@ from swemill.corpus.assemble import (
     assemble,
     dedup_text,
     empty_reason,
+    pair_digest,
     row_text,
 )
-from swemill.corpus.assemble import _pair_digest as pair_digest  # the local path's pair key
 from swemill.corpus.card import dataset_card
 from swemill.corpus.dedup import NearDupIndex, text_hash
 from swemill.corpus.split import Split, SplitItem, family_of, split
-from swemill.corpus.stage import PAIRS_STAGE, load_corpus_tables
-from swemill.corpus.stage import _optional as optional_records  # absent stage: no rows
+from swemill.corpus.stage import (
+    PAIRS_STAGE,
+    load_corpus_tables,
+    optional_records,  # absent stage: no rows
+)
 from swemill.corpus.write import write_corpus
 from swemill.spark.common import StoreRef, job_parser
 from swemill.store import Store, shard_name
