@@ -22,6 +22,8 @@ from .conftest import SampleTasks
 RUN = "budget-run"
 N_TASKS = 12
 DELAY_S = 0.2
+HOLD_S = 4.0
+N_HELD = 12
 
 
 def _many_tasks(sample_tasks: SampleTasks, store: Store) -> None:
@@ -34,12 +36,19 @@ def _many_tasks(sample_tasks: SampleTasks, store: Store) -> None:
 def test_eight_workers_never_pass_max_usd(sample_tasks: SampleTasks, fresh_store: Store) -> None:
     _many_tasks(sample_tasks, fresh_store)
     starts: list[float] = []
+    held: list[float] = []
     lock = threading.Lock()
 
     def script(request: dict[str, object]) -> FakeReply:
+        # the fake server calls this under its lock; the reply's delay runs outside it.
+        # The first calls are held for HOLD_S, so calls from eight busy workers overlap.
         with lock:
             starts.append(time.monotonic())
-        return FakeReply(tool_calls=[FakeToolCall("bash", {"command": "true"})], delay_s=DELAY_S)
+            hold = len(starts) <= N_HELD
+            if hold:
+                held.append(starts[-1])
+        return FakeReply(tool_calls=[FakeToolCall("bash", {"command": "true"})],
+                         delay_s=HOLD_S if hold else DELAY_S)
 
     # $20 per million tokens in and out: the first call of a task costs about 2 cents
     with FakeOpenAIServer(script, price_in=20.0, price_out=20.0) as srv:
@@ -62,9 +71,7 @@ def test_eight_workers_never_pass_max_usd(sample_tasks: SampleTasks, fresh_store
     assert all(t.usage.cost_usd > 0 for t in inflight)
     manifest = fresh_store.read_manifest(RUN)
     assert manifest.cost_usd <= 1.00 and manifest.counts["rollouts"]["stopped_budget"] >= 1
-    # eight calls were in flight at once: starts within one reply's delay come from
-    # different workers (one worker's calls are at least DELAY_S apart)
-    starts.sort()
-    busiest = max(sum(1 for s in starts[i:] if s - t < DELAY_S * 0.75)
-                  for i, t in enumerate(starts))
-    assert busiest >= 8
+    # eight calls were in flight at once: held calls that start less than HOLD_S apart
+    # overlap, and they come from different workers (a worker's next call waits for its reply)
+    busiest = max(sum(1 for s in held if 0 <= s - t < HOLD_S) for t in held)
+    assert busiest >= 8, sorted(round(s - held[0], 2) for s in held)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import types
 from collections.abc import Sequence
 from typing import Any, Literal, Union, get_args, get_origin
@@ -27,7 +28,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from swemill.core.errors import StoreError
 
-__all__ = ["schema_for_model", "rows_to_table", "table_to_rows", "table_to_bytes", "bytes_to_table"]
+__all__ = ["schema_for_model", "rows_to_table", "table_to_rows", "table_to_bytes", "bytes_to_table",
+           "read_parquet"]
 
 JSON_COLUMNS_KEY = b"swemill.json_columns"
 MODEL_KEY = b"swemill.model"
@@ -155,8 +157,21 @@ def table_to_bytes(table: pa.Table) -> bytes:
     return buf.getvalue()
 
 
+def read_parquet(source: bytes | str | os.PathLike[str]) -> pa.Table:
+    """Read one Parquet file (its bytes or a local path) on the calling thread.
+
+    ``pq.read_table`` goes through pyarrow's dataset layer, which starts its CPU and I/O
+    thread pools; a process with those pools running aborts at exit now and then
+    (``terminate called without an active exception``, status -6) while they are torn down,
+    after its work is done and its output written. Reading the file directly, without
+    threads, starts none: the parts swemill writes are small and decode as fast this way.
+    """
+    file = pa.BufferReader(source) if isinstance(source, bytes) else os.fspath(source)
+    return pq.ParquetFile(file).read(use_threads=False)
+
+
 def bytes_to_table(data: bytes, where: str) -> pa.Table:
     try:
-        return pq.read_table(io.BytesIO(data))
+        return read_parquet(data)
     except (pa.ArrowException, OSError) as exc:
         raise StoreError(f"corrupt Parquet part {where}: {str(exc).splitlines()[0]}") from exc

@@ -85,9 +85,9 @@ def _shape_of(raw: dict[str, Any], shape: str) -> str | None:
 def _read(path: Path) -> list[Any]:
     try:
         if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
+            from swemill.store.parquet import read_parquet
 
-            return list(pq.read_table(path).to_pylist())
+            return list(read_parquet(path).to_pylist())
         text = path.read_text(encoding="utf-8")
     except Exception as exc:  # OSError, UnicodeDecodeError, or pyarrow's own for bad Parquet
         raise SourceError(f"cannot read rows from {path}: {exc}") from exc
