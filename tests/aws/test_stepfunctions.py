@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from swemill.aws.stepfunctions import (
+    FAN_OUT,
     SHAPES,
     control_flow_only,
     stage_shapes,
@@ -49,6 +50,14 @@ def test_structure_and_stage_order() -> None:
     fan_in = states["FanIn"]["Parameters"]["ContainerOverrides"]["Command.$"]
     assert "'--pairs-only'" in fan_in and states["FanIn"]["Next"] == "corpus"
     assert all(s.get("Catch") for s in states.values() if s["Type"] == "Task")
+    # tasks and rollouts fan out from inside their job, to the queue every stage job is told
+    for name in ("gate", "tasks", "rollouts"):
+        overrides = states[name]["Parameters"]["ContainerOverrides"]
+        fans = "'--executor', 'aws-batch'" in overrides["Command.$"]
+        assert fans == (name in FAN_OUT)
+        assert {e["Name"]: e["Value.$"] for e in overrides["Environment"]} == {
+            "SWEMILL_BATCH_JOB_QUEUE": "$.batch.job_queue",
+            "SWEMILL_BATCH_JOB_DEFINITION": "$.batch.job_definition"}
 
 
 def test_validator_finds_broken_machines() -> None:

@@ -54,5 +54,5 @@ def test_ray_rollouts_equal_local(tmp_path: Path, shared_cache: Path,
 
 
 def test_unknown_executor_is_one_clear_error() -> None:
-    with pytest.raises(ConfigError, match="rollouts cannot run on executor 'aws-batch'"):
-        RolloutConfig(policy="oracle", executor="aws-batch").check()
+    with pytest.raises(ConfigError, match="rollouts cannot run on executor 'k8s'"):
+        RolloutConfig(policy="oracle", executor="k8s").check()

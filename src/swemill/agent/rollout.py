@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swemill.agent.budget import Budget
 from swemill.agent.env import EnvConfig, EnvResolver, TaskEnv
@@ -38,7 +38,11 @@ from swemill.policies.base import Policy, policy_from_spec, split_spec
 from swemill.store import Store
 from swemill.store.layout import check_run_id, manifest_key, run_prefix, shard_name
 
-__all__ = ["RolloutConfig", "RolloutResult", "run_rollouts", "PAIRS_STAGE"]
+if TYPE_CHECKING:
+    from swemill.executors.base import Executor
+
+__all__ = ["RolloutConfig", "RolloutResult", "RolloutStage", "run_rollouts", "run_shard",
+           "PAIRS_STAGE"]
 
 PAIRS_STAGE = "pairs"  # the corpus stage reads preference pairs from here
 ORACLES = ("oracle", "noisy-oracle")
@@ -69,7 +73,7 @@ def _rollouts_key(run_id: str, *parts: str) -> str:
     return "/".join([f"rollouts/run_id={check_run_id(run_id)}", *parts])
 
 
-class _Stage:
+class RolloutStage:
     """One invocation's shared state: config, store, policies, budget, stop flag."""
 
     def __init__(self, store: Store, tasks_run_id: str, run_id: str, config: RolloutConfig,
@@ -136,7 +140,7 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in text)[:200]
 
 
-def _select(stage: _Stage, res: SampleResult, counts: Counter[str]) -> bool:
+def _select(stage: RolloutStage, res: SampleResult, counts: Counter[str]) -> bool:
     rate = res.solve_rate
     for t in res.trajectories:
         t.metadata["solve_rate"] = rate
@@ -148,7 +152,7 @@ def _select(stage: _Stage, res: SampleResult, counts: Counter[str]) -> bool:
     return True
 
 
-def _run_shard(stage: _Stage, shard: str, tasks: list[Task]) -> dict[str, Any] | None:
+def run_shard(stage: RolloutStage, shard: str, tasks: list[Task]) -> dict[str, Any] | None:
     """Run and write one shard; None when the run's budget interrupted it."""
     trajs: list[Trajectory] = []
     pairs: list[PreferencePair] = []
@@ -204,9 +208,11 @@ def _load_tasks(store: Store, tasks_run_id: str, run_id: str) -> list[Task]:
 
 def run_rollouts(store: Store, tasks_run_id: str, config: RolloutConfig, *,
                  run_id: str | None = None, resume: bool = False,
-                 progress: Progress | None = None) -> RolloutResult:
+                 progress: Progress | None = None,
+                 executor: Executor | None = None) -> RolloutResult:
     """Roll ``config.policy`` out over the tasks of ``tasks_run_id``; see the module docstring.
-    ``progress(label, done, total)`` is called as tasks finish."""
+    ``progress(label, done, total)`` is called as tasks finish. ``executor``, when given, runs
+    the shards instead of the one ``config.executor`` names."""
     run_id = check_run_id(run_id or tasks_run_id)
     config = config.check()
     started = time.monotonic()
@@ -224,16 +230,16 @@ def run_rollouts(store: Store, tasks_run_id: str, config: RolloutConfig, *,
     if finished and not resume:
         raise ConfigError(f"run {run_id} already has rollouts ({len(finished)} of {len(names)} "
                           "shards); pass --resume to finish it or --run-id for a new run")
-    stage = _Stage(store, tasks_run_id, run_id, config, progress)
+    stage = RolloutStage(store, tasks_run_id, run_id, config, progress)
     stage.check(tasks[0])
     store.write_json(_rollouts_key(run_id, "config.json"), config.model_dump(mode="json"))
     todo = [(n, g) for n, g in zip(names, groups, strict=True) if n not in finished]
     result = RolloutResult(run_id=run_id, tasks=len(tasks), shards_skipped=len(finished))
     stage.say("rollouts", 0, len(todo))
-    if config.executor != "local":  # one shard per item on a distributed executor
+    if executor is not None or config.executor != "local":  # one shard per item
         from swemill.executors.rollouts import run_shards
 
-        summaries = run_shards(store, tasks_run_id, run_id, config, todo)
+        summaries = run_shards(store, tasks_run_id, run_id, config, todo, executor)
         result.shards_written = sum(s is not None for s in summaries)
         result.shards_stopped = len(summaries) - result.shards_written
         result.stopped = result.shards_stopped > 0
@@ -243,7 +249,7 @@ def run_rollouts(store: Store, tasks_run_id: str, config: RolloutConfig, *,
         _finish(store, run_id, config, result, time.monotonic() - started)
         return result
     with ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="rollout") as pool:
-        futures = {pool.submit(_run_shard, stage, n, g): n for n, g in todo}
+        futures = {pool.submit(run_shard, stage, n, g): n for n, g in todo}
         for k, fut in enumerate(as_completed(futures), 1):
             summary = fut.result()
             if summary is None:

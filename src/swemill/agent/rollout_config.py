@@ -50,8 +50,9 @@ class RolloutConfig(BaseModel):
     retry_base_s: float = Field(default=1.0, ge=0)
     workers: int = Field(default=1, ge=1)
     executor: str = "local"
-    """Where shards run: ``local`` (worker threads here) or ``ray`` (one Ray task per shard,
-    see ``swemill.executors.rollouts``; with ``max_usd`` each shard gets an equal share)."""
+    """Where shards run: ``local`` (worker threads here), ``ray`` (one Ray task per shard) or
+    ``aws-batch`` (one array child per shard); see ``swemill.executors.rollouts``. With
+    ``max_usd`` each shard gets an equal share."""
     tasks_per_shard: int = Field(default=1, ge=1)
     max_tasks: int | None = Field(default=None, ge=1)
     seed: int = 0
@@ -76,8 +77,9 @@ class RolloutConfig(BaseModel):
             raise ConfigError("no policy given: pass --policy SPEC")
         if self.select == "fractional" and len(self.candidate_specs()) < 2:
             raise ConfigError("--select fractional needs a solve rate: use --samples 2 or more")
-        if self.executor not in ("local", "ray"):
-            raise ConfigError(f"rollouts cannot run on executor {self.executor!r}: local or ray")
+        if self.executor not in ("local", "ray", "aws-batch"):
+            raise ConfigError(f"rollouts cannot run on executor {self.executor!r}: local, ray "
+                              "or aws-batch")
         if self.backend not in ("auto", "bwrap", "docker", "local"):
             raise ConfigError(f"unknown sandbox backend {self.backend!r}")
         self.reward_weights()

@@ -97,8 +97,13 @@ _RW = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
 def _roles() -> dict[str, Any]:
     aws = "arn:${AWS::Partition}:iam::aws:policy"
     return {
+        # the stage jobs of tasks and rollouts submit their own array jobs (the fan-out)
         "GraderRole": _role(["ecs-tasks.amazonaws.com", "emr-serverless.amazonaws.com"],
-                            [_LIST, _s3(_RW, "*")]),
+                            [_LIST, _s3(_RW, "*"), {
+                                "Effect": "Allow", "Action": [
+                                    "batch:SubmitJob", "batch:DescribeJobs",
+                                    "batch:TerminateJob", "batch:TagResource"],
+                                "Resource": "*"}]),
         "BedrockBatchRole": _role("bedrock.amazonaws.com", [
             _LIST, _s3(["s3:GetObject"], "replay/*"), _s3(["s3:PutObject"], "replay/*")]),
         "GlueRole": _role("glue.amazonaws.com", [

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from swemill.core.errors import ConfigError
+from swemill.pipeline.config import BuildConfig
 from swemill.pipeline.driver import run_build
 from swemill.store import Store
 from swemill.store.layout import check_run_id, manifest_key
@@ -17,9 +19,15 @@ from swemill.store.layout import check_run_id, manifest_key
 __all__ = ["run_stage"]
 
 
-def run_stage(name: str, store: Store, run_id: str, source: str) -> Mapping[str, int] | None:
-    """Run stage ``name`` of run ``run_id``; None when it was already complete."""
+def run_stage(name: str, store: Store, run_id: str, source: str, *,
+              executor: str | None = None) -> Mapping[str, int] | None:
+    """Run stage ``name`` of run ``run_id``; None when it was already complete. ``executor``
+    (``aws-batch`` in the state machine's fan-out stages) is a runtime setting: it changes
+    where the stage's items run, never what the run produces."""
+    if executor not in (None, "local", "ray", "aws-batch"):
+        raise ConfigError(f"unknown executor {executor!r}: local, ray or aws-batch")
     resume = store.exists(manifest_key(check_run_id(run_id)))
-    result = run_build(None if resume else source, store.url, resume=resume, run_id=run_id,
-                       stages=[name], store=store)
+    config = BuildConfig(executor=executor) if executor else None  # type: ignore[arg-type]
+    result = run_build(None if resume else source, store.url, config, resume=resume,
+                       run_id=run_id, stages=[name], store=store)
     return None if name in result.skipped else result.summaries.get(name)

@@ -7,9 +7,10 @@ One AWS primitive per stage shape, in the order the local driver runs the stages
 - every stage of :data:`swemill.pipeline.stages.STAGES` that runs on a container (gate,
   env, tasks, rollouts, report): an AWS Batch job, ``batch:submitJob.sync``, running
   ``swemill aws run-stage NAME`` (the same stage function the local driver calls). The
-  validation fan-out happens inside the tasks stage through the ``aws-batch`` executor
-  (array jobs over an S3 manifest): the validator streams candidates until the task quota
-  is met, so the number of children is not known when the state starts;
+  tasks and rollouts stages fan out from inside their job through the ``aws-batch``
+  executor (array jobs over an S3 manifest, on the same queue and job definition, which
+  every stage job gets in its environment): the validator streams candidates until the
+  task quota is met, so the number of children is not known when the state starts;
 - optional *replay* (``$.teachers`` given), after the rollouts: a Map over the teachers,
   one Batch job each running ``swemill replay --mode bedrock-batch`` for that teacher
   (Bedrock batch inference, half the on-demand price), then the fan-in: a Batch job
@@ -27,9 +28,11 @@ from __future__ import annotations
 from typing import Any
 
 from swemill.core.errors import ConfigError
+from swemill.executors.aws_batch import DEFINITION_ENV, QUEUE_ENV
 from swemill.pipeline.stages import STAGES, Stage
 
-__all__ = ["state_machine", "stage_shapes", "SHAPES", "validate_asl", "control_flow_only"]
+__all__ = ["state_machine", "stage_shapes", "SHAPES", "FAN_OUT", "validate_asl",
+           "control_flow_only"]
 
 SHAPES = {"gate": "batch", "env": "batch", "tasks": "batch", "rollouts": "batch",
           "corpus": "emr-serverless", "report": "batch"}
@@ -53,7 +56,11 @@ def _batch(name: str, command: list[Any], nxt: str) -> dict[str, Any]:
         "Parameters": {
             "JobName": f"swemill-{name}", "JobQueue.$": "$.batch.job_queue",
             "JobDefinition.$": "$.batch.job_definition",
-            "ContainerOverrides": {"Command.$": _format_array(command)},
+            "ContainerOverrides": {
+                "Command.$": _format_array(command),
+                # what --executor aws-batch inside the job submits its array jobs to
+                "Environment": [{"Name": QUEUE_ENV, "Value.$": "$.batch.job_queue"},
+                                {"Name": DEFINITION_ENV, "Value.$": "$.batch.job_definition"}]},
         },
         "ResultSelector": {"JobId.$": "$.JobId", "Status.$": "$.Status"},
         "ResultPath": f"$.results.{name}", "Retry": _RETRY, "Catch": _CATCH, "Next": nxt,
@@ -67,9 +74,14 @@ def _format_array(parts: list[Any]) -> str:
     return f"States.Array({', '.join(out)})"
 
 
+FAN_OUT = frozenset({"tasks", "rollouts"})
+"""Stages whose job spreads its items over Batch array jobs (``--executor aws-batch``)."""
+
+
 def _stage_command(name: str) -> list[Any]:
-    return ["swemill", "aws", "run-stage", name, "--out", "$.root", "--run-id", "$.run_id",
-            "--source", "$.source"]
+    command = ["swemill", "aws", "run-stage", name, "--out", "$.root", "--run-id", "$.run_id",
+               "--source", "$.source"]
+    return command + (["--executor", "aws-batch"] if name in FAN_OUT else [])
 
 
 def _emr(nxt: str) -> dict[str, Any]:

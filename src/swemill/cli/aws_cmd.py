@@ -45,13 +45,16 @@ def run_stage_cmd(
     out: str = typer.Option(..., "--out", help="Store root (a folder or s3:// URL)."),
     run_id: str = typer.Option(..., "--run-id", help="The run this stage belongs to."),
     source: str = typer.Option("sample", "--source", help="The build's source (first stage)."),
+    executor: str = typer.Option(
+        "", "--executor", help="Where the stage's items run: local, ray or aws-batch "
+        "[default: the run's own]."),
 ) -> None:
     """Run one build stage, as a Step Functions state does (skipped when already complete)."""
     from swemill.aws.run_stage import run_stage
     from swemill.cli._common import console
     from swemill.store import Store
 
-    summary = run_stage(name, Store.open(out), run_id, source)
+    summary = run_stage(name, Store.open(out), run_id, source, executor=executor or None)
     console.print(f"{name}: " + ("already complete" if summary is None else str(dict(summary))))
 
 

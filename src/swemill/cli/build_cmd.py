@@ -37,7 +37,8 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int | None, typer.Option(
             "--seed", help="Seed of every random choice (default 0).")] = None,
         executor: Annotated[str | None, typer.Option(
-            "--executor", help="Where validation and rollouts run: local or ray.")] = None,
+            "--executor",
+            help="Where validation and rollouts run: local, ray or aws-batch.")] = None,
         max_usd: Annotated[float | None, typer.Option(
             "--max-usd", min=0.0, help="Dollar ceiling for the run's policy calls.")] = None,
         allow_contaminated: Annotated[bool, typer.Option(

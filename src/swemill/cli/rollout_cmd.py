@@ -52,7 +52,8 @@ def register(app: typer.Typer) -> None:
         backend: Annotated[str | None, typer.Option(
             "--backend", help="Sandbox backend: auto, bwrap, local.")] = None,
         executor: Annotated[str | None, typer.Option(
-            "--executor", help="Where shards run: local or ray [default: local].")] = None,
+            "--executor",
+            help="Where shards run: local, ray or aws-batch [default: local].")] = None,
         run_id: Annotated[str | None, typer.Option(
             "--run-id", help="Run to write (default: the tasks' run).")] = None,
         resume: Annotated[bool, typer.Option(

@@ -46,7 +46,8 @@ def register(app: typer.Typer) -> None:
         backend: Annotated[str, typer.Option(
             "--backend", help="Sandbox backend: auto, bwrap, local.")] = "auto",
         executor: Annotated[str, typer.Option(
-            "--executor", help="Where candidates are validated: local or ray.")] = "local",
+            "--executor",
+            help="Where candidates are validated: local, ray or aws-batch.")] = "local",
         run: Annotated[str | None, typer.Option(
             "--run", help="export: the run whose tasks to export.")] = None,
         fmt: Annotated[str, typer.Option("--format", help="export: only 'swebench'.")]

@@ -15,9 +15,10 @@ reclaims included; a result that exists and is final is never redone.
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,11 +36,16 @@ __all__ = [
     "manifest_key",
     "result_key",
     "JOB_KEY",
+    "QUEUE_ENV",
+    "DEFINITION_ENV",
 ]
 
 MAX_ARRAY = 10_000
 BAD_INPUT_EXIT = 2
 JOB_KEY = "job.json"
+QUEUE_ENV = "SWEMILL_BATCH_JOB_QUEUE"
+DEFINITION_ENV = "SWEMILL_BATCH_JOB_DEFINITION"
+POLL_ENV = "SWEMILL_BATCH_POLL_SECONDS"
 _DONE = {"SUCCEEDED", "FAILED"}
 
 
@@ -87,6 +93,28 @@ class AwsBatchExecutor:
         self.job_name, self.max_array = job_name, max_array
         self.poll_seconds, self.timeout_seconds = poll_seconds, timeout_seconds
         self._client = client
+
+    @classmethod
+    def from_env(cls, store: Store, *, job_name: str = "swemill", client: Any = None,
+                 env: Mapping[str, str] | None = None) -> AwsBatchExecutor:
+        """The executor ``--executor aws-batch`` uses: the queue and the job definition come
+        from ``SWEMILL_BATCH_JOB_QUEUE`` and ``SWEMILL_BATCH_JOB_DEFINITION`` (the stack's
+        ``JobQueue`` and ``JobDefinition`` outputs), the poll interval from
+        ``SWEMILL_BATCH_POLL_SECONDS`` (default 30)."""
+        env = os.environ if env is None else env
+        queue, definition = env.get(QUEUE_ENV, ""), env.get(DEFINITION_ENV, "")
+        if not queue or not definition:
+            raise ConfigError(f"--executor aws-batch needs {QUEUE_ENV} and {DEFINITION_ENV} set "
+                              "(the stack's JobQueue and JobDefinition outputs)")
+        if store.is_local:
+            raise ConfigError(f"--executor aws-batch: Batch containers cannot see the folder "
+                              f"{store.url}; write the run to an s3:// root (--out)")
+        try:
+            poll = float(env.get(POLL_ENV) or 30.0)
+        except ValueError as exc:
+            raise ConfigError(f"{POLL_ENV}={env.get(POLL_ENV)!r} is not a number") from exc
+        return cls(store, job_queue=queue, job_definition=definition, job_name=job_name,
+                   client=client, poll_seconds=poll)
 
     @property
     def client(self) -> Any:

@@ -10,31 +10,45 @@ same contract: the counted result is the contiguous prefix of candidates up to t
 A chunk pays a cold start (base sandbox + warm server), which the local thread pool pays
 once per run; chunks of ``chunk_size`` candidates amortise it. Baselines at other commits
 (pr-mirror) are measured once per chunk rather than once per run.
+
+A chunk is a pydantic model, so it travels as JSON to machines that share nothing with the
+submitter (AWS Batch). It names the run's source spec and the environment it validated
+against; a worker that does not have that environment at its path builds it from the
+source in its own cache (a container's cold start) and checks that it built the same one
+(same key, same commit), so every worker judges candidates against the run's baseline.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import islice
 
-from swemill.core.errors import ConfigError, ValidationError
+from pydantic import BaseModel, ConfigDict
+
+from swemill.core.errors import ConfigError, EnvBuildError, SourceError, ValidationError
 from swemill.core.records import Baseline, Candidate
 from swemill.executors.base import Executor
-from swemill.repo.envbuild import RepoEnv
+from swemill.repo.cache import cache_root
+from swemill.repo.envbuild import RepoEnv, build_env
+from swemill.repo.sources import is_portable, resolve_source
 from swemill.sandbox import Limits
+from swemill.store import Store
 from swemill.validate.check import CheckContext, Checked, check_candidate
 from swemill.validate.pool import Progress, StreamResult, WorkerPool
 from swemill.validate.worker import Worker, open_base
 
-__all__ = ["ValidateChunk", "validate_chunk", "ExecutorPool", "executor_for_tasks"]
+__all__ = ["ValidateChunk", "ChunkResult", "validate_chunk", "ExecutorPool",
+           "executor_for_tasks"]
 
 
-@dataclass(frozen=True, slots=True)
-class ValidateChunk:
-    """Everything a remote worker needs to validate ``candidates`` (all picklable)."""
+class ValidateChunk(BaseModel):
+    """Everything a remote worker needs to validate ``candidates`` (picklable, and JSON)."""
 
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    """The run's source spec; a worker without ``env`` builds the environment from it."""
     env: RepoEnv
     head: str
     baseline: Baseline
@@ -46,12 +60,39 @@ class ValidateChunk:
     candidates: tuple[Candidate, ...]
 
 
-def validate_chunk(chunk: ValidateChunk) -> list[Checked]:
-    """Validate a chunk on a fresh base sandbox and one warm worker; results in order."""
-    ctx = CheckContext(chunk.baseline, chunk.head, chunk.timeout_factor, chunk.timeout_margin_s)
-    base = open_base(chunk.env, backend=chunk.backend, limits=chunk.limits)
+class ChunkResult(BaseModel):
+    """A chunk's verdicts in candidate order, and how long the worker took to get ready."""
+
+    checked: list[Checked]
+    env_ready_s: float = 0.0
+    """Seconds to have the environment here (0 where it already was; a build otherwise)."""
+
+
+def _env_here(chunk: ValidateChunk) -> RepoEnv:
+    """The chunk's environment on this machine: where it was built, or rebuilt here."""
+    if chunk.env.python.exists() and chunk.env.path.is_relative_to(cache_root()):
+        return chunk.env  # this worker shares the submitter's cache (local, Ray on one host)
     try:
-        worker = Worker(chunk.env, base, chunk.head, chunk.preimport)
+        env = build_env(resolve_source(chunk.source), recipe=chunk.env.recipe)
+    except SourceError as exc:  # e.g. a git host or the package index unreachable from here
+        raise EnvBuildError(f"worker cannot fetch {chunk.source!r}: {exc}") from exc
+    if (env.key, env.commit) != (chunk.env.key, chunk.env.commit):
+        raise EnvBuildError(
+            f"worker built environment {env.key} at {env.commit[:12]} from {chunk.source!r}, "
+            f"but the run validates against {chunk.env.key} at {chunk.env.commit[:12]}: the "
+            "source changed or the worker image differs (Python version, swemill version)")
+    return env
+
+
+def validate_chunk(chunk: ValidateChunk) -> ChunkResult:
+    """Validate a chunk on a fresh base sandbox and one warm worker; results in order."""
+    start = time.monotonic()
+    env = _env_here(chunk)
+    env_ready_s = time.monotonic() - start
+    ctx = CheckContext(chunk.baseline, chunk.head, chunk.timeout_factor, chunk.timeout_margin_s)
+    base = open_base(env, backend=chunk.backend, limits=chunk.limits)
+    try:
+        worker = Worker(env, base, chunk.head, chunk.preimport)
         try:
             out = []
             for cand in chunk.candidates:
@@ -59,41 +100,48 @@ def validate_chunk(chunk: ValidateChunk) -> list[Checked]:
                 checked = check_candidate(ctx, worker, cand)
                 checked.wall_s = time.monotonic() - start
                 out.append(checked)
-            return out
+            return ChunkResult(checked=out, env_ready_s=round(env_ready_s, 3))
         finally:
             worker.close()
     finally:
         base.close()
 
 
-def executor_for_tasks(name: str, workers: int) -> Executor:
+def executor_for_tasks(name: str, workers: int, store: Store, source: str) -> Executor:
     """The executor ``swemill tasks --executor NAME`` validates on."""
     if name == "ray":
         from swemill.executors.ray_tasks import RayExecutor
 
         return RayExecutor(init_cpus=workers)
     if name == "aws-batch":
-        raise ConfigError(
-            "tasks: the aws-batch executor cannot validate candidates yet (a chunk carries "
-            "the local environment build); use local or ray"
-        )
-    raise ConfigError(f"tasks: unknown executor {name!r}; choose local or ray")
+        from swemill.executors.aws_batch import AwsBatchExecutor
+
+        if not is_portable(source):
+            raise ConfigError(
+                f"tasks: AWS Batch workers cannot fetch {source!r} (a local directory exists "
+                "only here): give a git URL, pypi:NAME==VERSION or sample")
+        return AwsBatchExecutor.from_env(store, job_name="swemill-tasks")
+    raise ConfigError(f"tasks: unknown executor {name!r}; choose local, ray or aws-batch")
 
 
 class ExecutorPool(WorkerPool):
     """Validates candidate chunks on ``executor`` (``n`` chunks in flight per wave)."""
 
     def __init__(self, executor: Executor, env: RepoEnv, head: str, ctx: CheckContext, *,
-                 n: int, backend: str, limits: Limits, preimport: tuple[str, ...] = (),
-                 chunk_size: int = 4, retries: int = 1) -> None:
+                 n: int, backend: str, limits: Limits, source: str,
+                 preimport: tuple[str, ...] = (), chunk_size: int = 4,
+                 retries: int = 1) -> None:
         super().__init__(env, head, ctx, n=n, backend=backend, limits=limits,
                          preimport=preimport)
         self.executor, self.chunk_size, self.retries = executor, chunk_size, retries
+        self.source = source
 
     def _item(self, cands: list[Candidate]) -> ValidateChunk:
-        return ValidateChunk(self.env, self.head, self.ctx.baseline, self.ctx.timeout_factor,
-                             self.ctx.timeout_margin_s, self._backend, self._limits,
-                             tuple(self._preimport), tuple(cands))
+        return ValidateChunk(
+            source=self.source, env=self.env, head=self.head, baseline=self.ctx.baseline,
+            timeout_factor=self.ctx.timeout_factor, timeout_margin_s=self.ctx.timeout_margin_s,
+            backend=self._backend, limits=self._limits, preimport=tuple(self._preimport),
+            candidates=tuple(cands))
 
     def _wave(self, candidates: Iterator[Candidate], first: int
               ) -> list[tuple[int, list[Candidate]]]:
@@ -122,7 +170,7 @@ class ExecutorPool(WorkerPool):
                     raise ValidationError(
                         f"validating candidates {start}.. on {self.executor.name} failed "
                         f"after {res.attempts} attempt(s): {res.error}")
-                for k, checked in enumerate(res.value or []):
+                for k, checked in enumerate(res.value.checked if res.value else []):
                     results[start + k] = checked
             while done_prefix in results and accepted_prefix < target:
                 accepted_prefix += results[done_prefix].verdict.accepted

@@ -41,8 +41,9 @@ class BuildConfig(BaseModel):
     """Seed of synthesis, noisy policies and the held-out split."""
     max_usd: float | None = Field(default=None, ge=0.0)
     """Dollar ceiling for the whole run's policy calls; None means no ceiling."""
-    executor: Literal["local", "ray"] = "local"
-    """Where validation and rollouts run: ``local`` workers or ``ray`` (same output)."""
+    executor: Literal["local", "ray", "aws-batch"] = "local"
+    """Where validation and rollouts run: ``local`` workers, ``ray`` or ``aws-batch`` (same
+    output; aws-batch needs an s3:// root and the job queue settings)."""
     backend: Literal["auto", "bwrap", "local"] = "auto"
     """Sandbox backend for the baseline, validation and rollouts."""
     holdout: float = Field(default=0.1, ge=0.0, lt=1.0)

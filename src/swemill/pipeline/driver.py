@@ -114,6 +114,21 @@ def _resumed(store: Store, source: str | None, run_id: str | None,
     return manifest, config
 
 
+def _check_executor(config: BuildConfig, store: Store, source: str) -> None:
+    """Settings a distributed executor needs, checked before any stage runs (the tasks
+    stage would otherwise find them missing after the environment and the baseline)."""
+    if config.executor != "aws-batch":
+        return
+    from swemill.executors.aws_batch import AwsBatchExecutor
+    from swemill.repo.sources import is_portable
+
+    AwsBatchExecutor.from_env(store)
+    if not is_portable(source):
+        raise ConfigError(f"--executor aws-batch: Batch workers cannot fetch {source!r} (a "
+                          "local directory exists only here): give a git URL, "
+                          "pypi:NAME==VERSION or sample")
+
+
 def run_build(source: str | None, out: str, config: BuildConfig | None = None, *,
               resume: bool = False, run_id: str | None = None, parent: str | None = None,
               stages: Sequence[str] | None = None, progress: Progress | None = None,
@@ -131,9 +146,11 @@ def run_build(source: str | None, out: str, config: BuildConfig | None = None, *
     if resume:
         manifest, config = _resumed(store, source, run_id, config)
         _check_order(mf.stage_states(manifest), selected, manifest.run_id)
+        _check_executor(config, store, manifest.source or SAMPLE_SOURCE)
     else:
         _check_order({}, selected, run_id or "(new)")
         config = config or BuildConfig()
+        _check_executor(config, store, source or SAMPLE_SOURCE)
         manifest = _start(store, source or SAMPLE_SOURCE, config, run_id, parent)
     result = BuildResult(manifest.run_id, store, manifest, resumed=resume)
     if resume and manifest.status == "complete":

@@ -21,7 +21,7 @@ from swemill.core.errors import SourceError
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, tree_hash
 from swemill.repo.pypi import fetch_sdist, normalize_name
 
-__all__ = ["ResolvedSource", "SourceKind", "resolve_source", "git_commit_all"]
+__all__ = ["ResolvedSource", "SourceKind", "resolve_source", "git_commit_all", "is_portable"]
 
 SourceKind = Literal["sample", "local", "git", "pypi"]
 
@@ -55,6 +55,14 @@ class ResolvedSource:
     kind: SourceKind
     from_cache: bool = False
     """True when the working copy was already in the cache (nothing fetched or copied)."""
+
+
+def is_portable(spec: str) -> bool:
+    """Whether another machine can fetch ``spec`` by itself: ``sample``, ``pypi:`` and git
+    URLs can; a local directory (or a ``file://`` URL) exists only where it was given."""
+    spec = spec.strip()
+    return (spec == "sample" or spec.startswith("pypi:")
+            or (bool(_GIT_URL.match(spec)) and not spec.startswith("file://")))
 
 
 def resolve_source(spec: str, *, cache: Path | None = None) -> ResolvedSource:

@@ -75,6 +75,11 @@ class Store:
         self._rename_atomic = isinstance(self.fs, LocalFileSystem)
         self._denied: tuple[str, ...] = ()
 
+    @property
+    def is_local(self) -> bool:
+        """Whether the root is a folder on this machine (others cannot see it)."""
+        return self._rename_atomic
+
     @classmethod
     def open(
         cls, root: str, *, storage_options: dict[str, Any] | None = None, check: bool = True

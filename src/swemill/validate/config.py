@@ -73,9 +73,9 @@ class TasksConfig(BaseModel):
     def check(self) -> TasksConfig:
         if "rows" in self.strategies and self.rows is None:
             raise ConfigError("the rows strategy needs a rows file (--rows FILE)")
-        if self.executor not in ("local", "ray"):
-            raise ConfigError(f"tasks cannot run on executor {self.executor!r}: local or ray "
-                              "(aws-batch validation is not built yet)")
+        if self.executor not in ("local", "ray", "aws-batch"):
+            raise ConfigError(f"tasks cannot run on executor {self.executor!r}: local, ray or "
+                              "aws-batch")
         if self.backend not in ("auto", "bwrap", "local"):
             raise ConfigError(f"unknown sandbox backend {self.backend!r}: auto, bwrap or local")
         return self

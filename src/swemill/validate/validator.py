@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from swemill.core.records import Golden, RunManifest, Task, utcnow
 from swemill.repo.envbuild import RepoEnv, build_env
@@ -34,6 +35,9 @@ from swemill.validate.check import CheckContext, Checked
 from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
 from swemill.validate.emit import emit_task, instance_id_of
 from swemill.validate.pool import WorkerPool
+
+if TYPE_CHECKING:
+    from swemill.executors.base import Executor
 
 __all__ = ["run_tasks", "TasksConfig", "TasksResult"]
 
@@ -136,11 +140,18 @@ def _resumed(store: Store, run: _Run, name: str, manifest: RunManifest
 
 def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None = None, *,
               resume: bool = False,
-              progress: Callable[[str, int, int], None] | None = None) -> TasksResult:
+              progress: Callable[[str, int, int], None] | None = None,
+              executor: Executor | None = None) -> TasksResult:
     """Turn ``source`` into validated tasks under ``run_id`` in ``store``; see the module
-    docstring. ``progress(label, done, total)`` is called as work advances."""
+    docstring. ``progress(label, done, total)`` is called as work advances. ``executor``, when
+    given, validates the candidates instead of the one ``config.executor`` names (an
+    :class:`~swemill.executors.aws_batch.AwsBatchExecutor` with its own client, say)."""
     config = (config or TasksConfig()).check()
     check_run_id(run_id)
+    if executor is None and config.executor != "local":  # bad settings fail before any work
+        from swemill.executors.validation import executor_for_tasks
+
+        executor = executor_for_tasks(config.executor, config.workers, store, source)
     say: Progress = progress or (lambda _label, _done, _total: None)
     started = time.monotonic()
     say("resolving the source", 0, 0)
@@ -161,15 +172,14 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
                          timings_s={"setup": round(setup_s, 3)})
     ctx = CheckContext(baseline, src.commit, config.timeout_factor, config.timeout_margin_s)
     limits = Limits(timeout_s=config.suite_timeout_s, memory_mb=config.memory_mb)
-    if config.executor == "local":
+    if executor is None and config.executor == "local":
         pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
                           limits=limits)
     else:  # the same stream contract on a distributed executor (swemill.executors)
-        from swemill.executors.validation import ExecutorPool, executor_for_tasks
+        from swemill.executors.validation import ExecutorPool
 
-        pool = ExecutorPool(executor_for_tasks(config.executor, config.workers), env,
-                            src.commit, ctx, n=config.workers, backend=config.backend,
-                            limits=limits)
+        pool = ExecutorPool(executor, env, src.commit, ctx, n=config.workers,
+                            backend=config.backend, limits=limits, source=source)
     quotas = _quotas(config.max_tasks, config.strategies)
     order = [s for s in config.strategies if s != "combine"]
     order += ["combine"] if "combine" in config.strategies else []
