@@ -80,3 +80,10 @@ def test_unknown_executor_is_one_line(tmp_path: Path) -> None:
     proc = _swemill(tmp_path, "tasks", "sample", "--out", str(tmp_path / "out"),
                     "--executor", "k8s")
     _one_line(proc, "local, ray or aws-batch")
+
+
+def test_build_on_batch_to_a_local_folder_is_one_line_and_starts_no_run(tmp_path: Path) -> None:
+    proc = _swemill(tmp_path, "build", "sample", "--out", str(tmp_path / "out"),
+                    "--executor", "aws-batch", **SETTINGS)
+    _one_line(proc, "s3:// root")
+    assert not (tmp_path / "out" / "manifests").exists()
