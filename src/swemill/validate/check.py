@@ -100,13 +100,15 @@ class CheckContext:
         return result
 
     def _measure(self, worker: Worker, commit: str, base_patch: str) -> Baseline | str:
-        """Two full runs at the state (flaky: any test whose outcome differs)."""
+        """As many full runs at the state as the head baseline had (at least two); flaky:
+        any test whose outcome differs between them or that is missing from one."""
         try:
             worker.checkout(TreeState(commit, (base_patch,)))
         except SynthesisError:
             return "base_patch_failed"
+        n = max(2, self.baseline.runs)
         runs: list[RunEvidence] = []
-        for _ in range(2):
+        for _ in range(n):
             try:
                 res = worker.run(None, 2 * self.timeout(self.baseline, None))
             except SandboxError:
@@ -115,13 +117,13 @@ class CheckContext:
             if not ev.usable:
                 return "baseline_failed"
             runs.append(ev)
-        ids = set(runs[0].outcomes) | set(runs[1].outcomes)
-        flaky = sorted(t for t in ids if runs[0].outcomes.get(t) != runs[1].outcomes.get(t))
+        ids = set().union(*(r.outcomes for r in runs))
+        flaky = sorted(t for t in ids if len({r.outcomes.get(t) for r in runs}) > 1)
         outcomes: dict[str, TestStatus] = {t: runs[0].outcomes.get(t, "error") for t in ids}
         durations = {t: self.baseline.durations_s.get(t, max(self.baseline.durations_s.values(),
                                                              default=1.0)) for t in ids}
         return Baseline(repo=self.baseline.repo, commit=commit, env_key=self.baseline.env_key,
-                        runs=2, outcomes=outcomes, durations_s=durations, flaky=flaky,
+                        runs=n, outcomes=outcomes, durations_s=durations, flaky=flaky,
                         startup_s=self.baseline.startup_s, test_cmd=self.baseline.test_cmd)
 
 
