@@ -59,7 +59,7 @@ def test_local_sources_cannot_go_to_batch(monkeypatch: pytest.MonkeyPatch) -> No
         executor_for_tasks("aws-batch", 2, remote, "/srv/repo")
     assert executor_for_tasks("aws-batch", 2, remote, "sample").name == "aws-batch"
     task = Task.model_construct(instance_id="x", metadata={"source": "/srv/repo"})
-    with pytest.raises(ConfigError, match="cannot fetch the source '/srv/repo'"):
+    with pytest.raises(ConfigError, match="rollouts.*cannot fetch '/srv/repo'"):
         executor_for_rollouts("aws-batch", 2, remote, [task])
 
 

@@ -24,7 +24,7 @@ from swemill.agent.rollout_config import RolloutConfig
 from swemill.core.errors import ConfigError
 from swemill.core.records import Task
 from swemill.executors.base import Executor, ItemFailed
-from swemill.repo.sources import is_portable
+from swemill.repo.sources import require_portable
 from swemill.store import Store
 
 __all__ = ["RolloutShard", "ShardSummary", "rollout_shard", "run_shards",
@@ -69,13 +69,8 @@ def executor_for_rollouts(name: str, workers: int, store: Store,
     if name == "aws-batch":
         from swemill.executors.aws_batch import AwsBatchExecutor
 
-        local = sorted({str(t.metadata.get("source") or "") for t in tasks
-                        if not is_portable(str(t.metadata.get("source") or ""))})
-        if local:
-            raise ConfigError(
-                f"rollouts: AWS Batch workers cannot fetch the source {local[0]!r} of these "
-                "tasks (a local directory exists only here): make the tasks from a git URL, "
-                "pypi:NAME==VERSION or sample")
+        for source in sorted({str(t.metadata.get("source") or "") for t in tasks}):
+            require_portable(source, "rollouts (the tasks' source)")
         return AwsBatchExecutor.from_env(store, job_name="swemill-rollouts")
     raise ConfigError(f"rollouts cannot run on executor {name!r}: local, ray or aws-batch")
 

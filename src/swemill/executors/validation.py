@@ -31,7 +31,7 @@ from swemill.core.records import Baseline, Candidate
 from swemill.executors.base import Executor
 from swemill.repo.cache import cache_root
 from swemill.repo.envbuild import RepoEnv, build_env
-from swemill.repo.sources import is_portable, resolve_source
+from swemill.repo.sources import require_portable, resolve_source
 from swemill.sandbox import Limits
 from swemill.store import Store
 from swemill.validate.check import CheckContext, Checked, check_candidate
@@ -116,10 +116,7 @@ def executor_for_tasks(name: str, workers: int, store: Store, source: str) -> Ex
     if name == "aws-batch":
         from swemill.executors.aws_batch import AwsBatchExecutor
 
-        if not is_portable(source):
-            raise ConfigError(
-                f"tasks: AWS Batch workers cannot fetch {source!r} (a local directory exists "
-                "only here): give a git URL, pypi:NAME==VERSION or sample")
+        require_portable(source, "tasks")
         return AwsBatchExecutor.from_env(store, job_name="swemill-tasks")
     raise ConfigError(f"tasks: unknown executor {name!r}; choose local, ray or aws-batch")
 

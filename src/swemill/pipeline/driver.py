@@ -120,13 +120,10 @@ def _check_executor(config: BuildConfig, store: Store, source: str) -> None:
     if config.executor != "aws-batch":
         return
     from swemill.executors.aws_batch import AwsBatchExecutor
-    from swemill.repo.sources import is_portable
+    from swemill.repo.sources import require_portable
 
     AwsBatchExecutor.from_env(store)
-    if not is_portable(source):
-        raise ConfigError(f"--executor aws-batch: Batch workers cannot fetch {source!r} (a "
-                          "local directory exists only here): give a git URL, "
-                          "pypi:NAME==VERSION or sample")
+    require_portable(source, "--executor aws-batch")
 
 
 def run_build(source: str | None, out: str, config: BuildConfig | None = None, *,

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from swemill.core.errors import SourceError
+from swemill.core.errors import ConfigError, SourceError
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, tree_hash
 from swemill.repo.pypi import fetch_sdist, normalize_name
 
-__all__ = ["ResolvedSource", "SourceKind", "resolve_source", "git_commit_all", "is_portable"]
+__all__ = ["ResolvedSource", "SourceKind", "resolve_source", "git_commit_all", "is_portable",
+           "require_portable"]
 
 SourceKind = Literal["sample", "local", "git", "pypi"]
 
@@ -63,6 +64,13 @@ def is_portable(spec: str) -> bool:
     spec = spec.strip()
     return (spec == "sample" or spec.startswith("pypi:")
             or (bool(_GIT_URL.match(spec)) and not spec.startswith("file://")))
+
+
+def require_portable(spec: str, what: str) -> None:
+    """A :class:`ConfigError` naming ``what`` unless another machine can fetch ``spec``."""
+    if not is_portable(spec):
+        raise ConfigError(f"{what}: AWS Batch workers cannot fetch {spec!r} (a local directory "
+                          "exists only here): give a git URL, pypi:NAME==VERSION or sample")
 
 
 def resolve_source(spec: str, *, cache: Path | None = None) -> ResolvedSource:
