@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,3 +23,23 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory,
 def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache shared by the whole session (environments are slow to build)."""
     return tmp_path_factory.mktemp("swemill-shared-cache")
+
+
+def _rollout_summary(store: Any, run_id: str) -> tuple[list[Any], list[Any]]:
+    from swemill.core.records import PreferencePair, Trajectory
+
+    trajs = sorted(
+        (t.trajectory_id, t.outcome.resolved if t.outcome else None,
+         t.outcome.grade if t.outcome else None, t.admission,
+         [c.name for m in t.messages for c in m.tool_calls])
+        for t in store.read_records("trajectories", run_id, Trajectory))
+    pairs = sorted((p.pair_id, p.chosen_score, p.rejected_score)
+                   for p in store.read_records("pairs", run_id, PreferencePair))
+    return trajs, pairs
+
+
+@pytest.fixture
+def rollout_summary() -> Callable[[Any, str], tuple[list[Any], list[Any]]]:
+    """``(store, run_id) ->`` the run's trajectories (id, resolved, grade, admission, tool
+    names) and pairs (id, scores), sorted: what two executors must agree on."""
+    return _rollout_summary

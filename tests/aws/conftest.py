@@ -41,3 +41,23 @@ def moto_config(s3: LocalS3, config: dict[str, Any]) -> None:
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as reply:
         assert reply.status in (200, 201)
+
+
+def batch_queue(s3: LocalS3, name: str) -> Any:
+    """moto's Batch (containers disabled) with a job queue ``name`` and a job definition
+    ``name-worker``; returns the Batch client. The Spot environment itself lives in
+    infra/swemill.yaml: moto only needs one to exist."""
+    moto_config(s3, {"batch": {"use_docker": False}})
+    client, iam = boto(s3, "batch"), boto(s3, "iam")
+    role = iam.create_role(RoleName=f"{name}-service",
+                           AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    env = client.create_compute_environment(
+        computeEnvironmentName=f"{name}-spot", type="UNMANAGED", state="ENABLED",
+        serviceRole=role)
+    order = [{"order": 1, "computeEnvironment": env["computeEnvironmentArn"]}]
+    client.create_job_queue(jobQueueName=name, state="ENABLED", priority=1,
+                            computeEnvironmentOrder=order)
+    client.register_job_definition(jobDefinitionName=f"{name}-worker", type="container",
+                                   containerProperties={"image": "swemill-worker", "vcpus": 1,
+                                                        "memory": 2048})
+    return client

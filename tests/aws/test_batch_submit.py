@@ -14,24 +14,12 @@ from swemill.executors.testing import square
 from swemill.store import Store
 from swemill.store.testing import LocalS3
 
-from .conftest import boto, moto_config
+from .conftest import batch_queue
 
 
 @pytest.fixture(scope="module")
 def batch(s3: LocalS3) -> Any:
-    moto_config(s3, {"batch": {"use_docker": False}})
-    client, iam = boto(s3, "batch"), boto(s3, "iam")
-    role = iam.create_role(RoleName="batch-service", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    # The Spot environment itself lives in infra/swemill.yaml; moto only needs one to exist.
-    env = client.create_compute_environment(
-        computeEnvironmentName="spot", type="UNMANAGED", state="ENABLED", serviceRole=role)
-    order = [{"order": 1, "computeEnvironment": env["computeEnvironmentArn"]}]
-    client.create_job_queue(jobQueueName="swemill", state="ENABLED", priority=1,
-                            computeEnvironmentOrder=order)
-    client.register_job_definition(jobDefinitionName="swemill-worker", type="container",
-                                   containerProperties={"image": "swemill-worker", "vcpus": 1,
-                                                        "memory": 2048})
-    return client
+    return batch_queue(s3, "swemill")
 
 
 def test_chunk_plan() -> None:

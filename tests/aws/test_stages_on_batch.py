@@ -19,7 +19,7 @@ import pytest
 
 from swemill.agent.rollout import run_rollouts
 from swemill.agent.rollout_config import RolloutConfig
-from swemill.core.records import Golden, PreferencePair, Task, Trajectory
+from swemill.core.records import Golden, Task
 from swemill.executors.aws_batch import DEFINITION_ENV, QUEUE_ENV, AwsBatchExecutor
 from swemill.executors.testing import LocalBatchClient
 from swemill.store import Store
@@ -28,26 +28,14 @@ from swemill.store.testing import LocalS3
 from swemill.validate.config import TasksConfig
 from swemill.validate.validator import run_tasks
 
-from .conftest import boto, moto_config
+from .conftest import batch_queue
 
 SETTINGS = {QUEUE_ENV: "swemill-stages", DEFINITION_ENV: "swemill-stages-worker"}
 
 
 @pytest.fixture(scope="module")
 def batch(s3: LocalS3) -> Any:
-    moto_config(s3, {"batch": {"use_docker": False}})
-    client, iam = boto(s3, "batch"), boto(s3, "iam")
-    role = iam.create_role(RoleName="batch-stages", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    env = client.create_compute_environment(
-        computeEnvironmentName="spot-stages", type="UNMANAGED", state="ENABLED",
-        serviceRole=role)
-    client.create_job_queue(jobQueueName="swemill-stages", state="ENABLED", priority=1,
-                            computeEnvironmentOrder=[
-                                {"order": 1, "computeEnvironment": env["computeEnvironmentArn"]}])
-    client.register_job_definition(jobDefinitionName="swemill-stages-worker", type="container",
-                                   containerProperties={"image": "swemill-worker", "vcpus": 1,
-                                                        "memory": 2048})
-    return client
+    return batch_queue(s3, "swemill-stages")
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +101,8 @@ def test_tasks_on_batch_equal_local_and_children_build_their_env(
 
 def test_rollouts_on_batch_equal_local(tmp_path: Path, shared_cache: Path, container_cache: Path,
                                        s3: LocalS3, s3_store: Store, batch: Any,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+                                       monkeypatch: pytest.MonkeyPatch,
+                                       rollout_summary: Any) -> None:
     monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
     local = Store(str(tmp_path / "local"))
     run_tasks("sample", local, "t1", TasksConfig(max_tasks=2, workers=2, seed=0,
@@ -127,16 +116,7 @@ def test_rollouts_on_batch_equal_local(tmp_path: Path, shared_cache: Path, conta
     assert (got.trajectories, got.pairs, got.shards_written) == (
         want.trajectories, want.pairs, want.shards_written)
 
-    def summary(store: Store) -> tuple[list[Any], list[Any]]:
-        trajs = sorted((t.trajectory_id, t.outcome.resolved if t.outcome else None,
-                        t.outcome.grade if t.outcome else None, t.admission,
-                        [c.name for m in t.messages for c in m.tool_calls])
-                       for t in store.read_records("trajectories", "ro", Trajectory))
-        pairs = sorted((p.pair_id, p.chosen_score, p.rejected_score)
-                       for p in store.read_records("pairs", "ro", PreferencePair))
-        return trajs, pairs
-
-    assert summary(s3_store) == summary(local)
+    assert rollout_summary(s3_store, "ro") == rollout_summary(local, "ro")
     assert s3_store.read_manifest("ro").counts["rollouts"] == \
         local.read_manifest("ro").counts["rollouts"]
     # nothing of this machine went into the manifests: no store keys, no cache path

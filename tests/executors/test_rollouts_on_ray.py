@@ -13,7 +13,6 @@ import pytest
 from swemill.agent.rollout import run_rollouts
 from swemill.agent.rollout_config import RolloutConfig
 from swemill.core.errors import ConfigError
-from swemill.core.records import PreferencePair, Trajectory
 from swemill.store import Store
 from swemill.validate.config import TasksConfig
 from swemill.validate.validator import run_tasks
@@ -22,19 +21,9 @@ pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
-def _summary(store: Store) -> tuple[list[Any], list[Any]]:
-    trajs = sorted(
-        (t.trajectory_id, t.outcome.resolved if t.outcome else None,
-         t.outcome.grade if t.outcome else None, t.admission,
-         [c.name for m in t.messages for c in m.tool_calls])
-        for t in store.read_records("trajectories", "ro", Trajectory))
-    pairs = sorted((p.pair_id, p.chosen_score, p.rejected_score)
-                   for p in store.read_records("pairs", "ro", PreferencePair))
-    return trajs, pairs
-
-
 def test_ray_rollouts_equal_local(tmp_path: Path, shared_cache: Path,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                  monkeypatch: pytest.MonkeyPatch,
+                                  rollout_summary: Any) -> None:
     monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
     local = Store(str(tmp_path / "local"))
     run_tasks("sample", local, "t1", TasksConfig(max_tasks=2, workers=2, seed=0,
@@ -48,7 +37,7 @@ def test_ray_rollouts_equal_local(tmp_path: Path, shared_cache: Path,
     assert want.trajectories == 4 and want.pairs >= 1
     assert (got.trajectories, got.pairs, got.shards_written) == (
         want.trajectories, want.pairs, want.shards_written)
-    assert _summary(on_ray) == _summary(local)
+    assert rollout_summary(on_ray, "ro") == rollout_summary(local, "ro")
     assert on_ray.read_manifest("ro").counts["rollouts"] == \
         local.read_manifest("ro").counts["rollouts"]
 

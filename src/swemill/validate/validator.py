@@ -172,7 +172,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
                          timings_s={"setup": round(setup_s, 3)})
     ctx = CheckContext(baseline, src.commit, config.timeout_factor, config.timeout_margin_s)
     limits = Limits(timeout_s=config.suite_timeout_s, memory_mb=config.memory_mb)
-    if executor is None and config.executor == "local":
+    if executor is None:  # config.executor is local: anything else was built above
         pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
                           limits=limits)
     else:  # the same stream contract on a distributed executor (swemill.executors)
