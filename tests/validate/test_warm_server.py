@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -130,3 +131,102 @@ def test_a_test_past_its_deadline_ends_the_run_early(server: tuple[Server, Path]
     # tests without a deadline only have the run's budget
     bounded = srv.run([hangs], 2, deadlines={quick: 0.01})
     assert bounded["timed_out"] is True and bounded["hung"] is None
+
+
+LIB = textwrap.dedent('''\
+    import time
+
+    FACTOR = 2
+
+
+    def double(x):
+        return x * FACTOR
+
+
+    def half(x):
+        return x / 2
+
+
+    def table():
+        return [1, 2, 3]
+
+
+    ROWS = table()
+    ''')
+TESTS = textwrap.dedent('''\
+    import pytest
+
+    import lib
+
+
+    def test_double():
+        assert lib.double(2) == 4
+
+
+    def test_half():
+        assert lib.half(4) == 2
+
+
+    @pytest.mark.parametrize("row", lib.ROWS)
+    def test_rows(row):
+        assert row > 0
+    ''')
+
+
+def _no_addresses(messages: dict[str, str]) -> dict[str, str]:
+    return {k: re.sub(r"0x[0-9a-f]+", "0x?", v) for k, v in messages.items()}
+
+
+def _image_tree(root: Path) -> None:
+    (root / "lib.py").write_text(LIB)
+    (root / "test_lib.py").write_text(TESTS)
+
+
+def test_the_head_image_serves_golden_and_body_edited_trees_as_fresh_runs_would(
+        server: tuple[Server, Path]) -> None:
+    srv, root = server
+    _image_tree(root)
+    ready = srv.run([], 60, op="image")
+    assert ready["ready"] is True and ready["items"] == 5
+    ids = ["test_lib.py::test_double", "test_lib.py::test_half"]
+    golden = srv.run([], 30, image=True, nodeids=ids)
+    assert golden["outcomes"] == dict.fromkeys(ids, "passed") and golden["exit_code"] == 0
+    assert golden["hotpatched"] == 0
+
+    # a body edit: served by swapping the function's code in, with the same outcome and
+    # the same failure report as a fresh pytest process on the edited tree
+    (root / "lib.py").write_text(LIB.replace("return x * FACTOR", "return x + FACTOR + 1"))
+    hot = srv.run([], 30, image=True, nodeids=ids, hotpatch=["lib.py"])
+    fresh = srv.run(ids, 30)
+    assert hot["hotpatched"] == 1 and hot["exit_code"] == fresh["exit_code"] == 1
+    assert hot["outcomes"] == fresh["outcomes"] == {ids[0]: "failed", ids[1]: "passed"}
+    assert _no_addresses(hot["messages"]) == _no_addresses(fresh["messages"])
+    assert "assert 5 == 4" in hot["messages"][ids[0]]
+
+    # the image itself is untouched: the next fork runs head's code again
+    (root / "lib.py").write_text(LIB)
+    assert srv.run([], 30, image=True, nodeids=ids)["outcomes"] == golden["outcomes"]
+
+    # what the image cannot serve exactly is refused, and nothing ran
+    for old, new, why in [("FACTOR = 2", "FACTOR = 3", "module- or class-level"),
+                          ("return [1, 2, 3]", "return [1, 2, 0]", "ran before the fork")]:
+        (root / "lib.py").write_text(LIB.replace(old, new))
+        refused = srv.run([], 30, image=True, nodeids=ids, hotpatch=["lib.py"])
+        assert why in refused["unservable"]
+        assert "outcomes" not in refused
+    missing = srv.run([], 30, image=True, nodeids=["test_lib.py::test_gone"])
+    assert "not collected at head" in missing["unservable"]
+
+
+def test_a_hang_in_the_image_ends_at_its_deadline_and_the_image_serves_on(
+        server: tuple[Server, Path]) -> None:
+    srv, root = server
+    _image_tree(root)
+    assert srv.run([], 60, op="image")["ready"] is True
+    (root / "lib.py").write_text(LIB.replace("return x / 2", "while True:\n        pass"))
+    half = "test_lib.py::test_half"
+    reply = srv.run([], 60, image=True, nodeids=[half], hotpatch=["lib.py"],
+                    deadlines={half: 1.0})
+    assert reply["timed_out"] is True and reply["hung"] == half and reply["wall_s"] < 20
+    (root / "lib.py").write_text(LIB)
+    assert srv.run([], 30, image=True, nodeids=[half])["outcomes"] == {half: "passed"}

@@ -58,6 +58,7 @@ class ValidateChunk(BaseModel):
     limits: Limits
     preimport: tuple[str, ...]
     candidates: tuple[Candidate, ...]
+    head_image: bool = True
 
 
 class ChunkResult(BaseModel):
@@ -92,7 +93,7 @@ def validate_chunk(chunk: ValidateChunk) -> ChunkResult:
     ctx = CheckContext(chunk.baseline, chunk.head, chunk.timeout_factor, chunk.timeout_margin_s)
     base = open_base(env, backend=chunk.backend, limits=chunk.limits)
     try:
-        worker = Worker(env, base, chunk.head, chunk.preimport)
+        worker = Worker(env, base, chunk.head, chunk.preimport, image=chunk.head_image)
         try:
             out = []
             for cand in chunk.candidates:
@@ -127,9 +128,9 @@ class ExecutorPool(WorkerPool):
     def __init__(self, executor: Executor, env: RepoEnv, head: str, ctx: CheckContext, *,
                  n: int, backend: str, limits: Limits, source: str,
                  preimport: tuple[str, ...] = (), chunk_size: int = 4,
-                 retries: int = 1) -> None:
+                 retries: int = 1, image: bool = True) -> None:
         super().__init__(env, head, ctx, n=n, backend=backend, limits=limits,
-                         preimport=preimport)
+                         preimport=preimport, image=image)
         self.executor, self.chunk_size, self.retries = executor, chunk_size, retries
         self.source = source
 
@@ -138,6 +139,7 @@ class ExecutorPool(WorkerPool):
             source=self.source, env=self.env, head=self.head, baseline=self.ctx.baseline,
             timeout_factor=self.ctx.timeout_factor, timeout_margin_s=self.ctx.timeout_margin_s,
             backend=self._backend, limits=self._limits, preimport=tuple(self._preimport),
+            head_image=self.image,
             candidates=tuple(cands))
 
     def _wave(self, candidates: Iterator[Candidate], first: int

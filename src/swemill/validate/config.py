@@ -56,6 +56,10 @@ class TasksConfig(BaseModel):
     """Bound on one baseline run of the whole suite (the baseline itself has no durations yet)."""
     memory_mb: int = Field(default=4096, ge=64)
     """Memory limit of each worker's sandbox."""
+    head_image: bool = True
+    """Serve selected-test runs at head from each worker's head image (a process that has
+    collected the suite once; see ``swemill.validate.warm_server``); off: every run starts
+    pytest afresh in a fork of the warm server."""
     combine_feed: int = Field(default=6, ge=0)
     """With ``combine``: validate at least this many bugs of the first strategy to merge."""
 
@@ -115,7 +119,10 @@ class TasksResult:
     timings_s: dict[str, float] = field(default_factory=dict)
     cpu_s: float = 0.0
     """CPU seconds of validation: this process plus every test process the warm servers
-    forked (measured inside the sandbox); the servers' one-off warm-up and git are not in it."""
+    forked and the head images' collection (measured inside the sandbox); the servers' one-off
+    warm-up and git are not in it."""
+    head_image: dict[str, object] = field(default_factory=dict)
+    """Runs the head images served, and why the others were not (local executor only)."""
     instance_ids: list[str] = field(default_factory=list)
     audited: int = 0
     resumed: list[str] = field(default_factory=list)
@@ -132,4 +139,5 @@ class TasksResult:
                        for k, v in self.yields.items()},
             "drops": self.drops, "timings_s": self.timings_s, "cpu_s": round(self.cpu_s, 3),
             "instance_ids": self.instance_ids, "audited": self.audited, "resumed": self.resumed,
+            "head_image": self.head_image,
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import queue
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -42,21 +43,23 @@ class WorkerPool:
     """``n`` workers, each a fork of one base sandbox with its own warm server."""
 
     def __init__(self, env: RepoEnv, head: str, ctx: CheckContext, *, n: int, backend: str,
-                 limits: Limits, preimport: tuple[str, ...] = ()) -> None:
+                 limits: Limits, preimport: tuple[str, ...] = (), image: bool = True) -> None:
         self.env, self.head, self.ctx, self.n = env, head, ctx, n
+        self.image = image
         self._backend, self._limits, self._preimport = backend, limits, preimport
         self._base: Sandbox | None = None
         self._workers: list[Worker] = []
         self._free: queue.Queue[Worker] = queue.Queue()
         self._exec: ThreadPoolExecutor | None = None
         self._closed_cpu = 0.0
+        self._closed_image: dict[str, object] = {}
 
     def _start(self) -> ThreadPoolExecutor:
         if self._exec is None:
             self._base = open_base(self.env, backend=self._backend, limits=self._limits)
             for _ in range(self.n):
                 w = Worker(self.env, self._base, self.head, self._preimport,
-                           prewarm_s=self.ctx.timeout(self.ctx.baseline, None))
+                           prewarm_s=self.ctx.timeout(self.ctx.baseline, None), image=self.image)
                 self._workers.append(w)
                 self._free.put(w)
             self._exec = ThreadPoolExecutor(self.n, thread_name_prefix="swemill-validate")
@@ -114,6 +117,17 @@ class WorkerPool:
     def restarts(self) -> int:
         return sum(w.restarts for w in self._workers)
 
+    def image_stats(self) -> dict[str, object]:
+        """Runs served by the workers' head images, and the others' reasons (by count)."""
+        if not self._workers:
+            return self._closed_image
+        fallbacks: Counter[str] = Counter()
+        for w in self._workers:
+            fallbacks.update(w.image_fallbacks)
+        errors = sorted({w.image_error for w in self._workers if w.image_error})
+        return {"served": sum(w.image_runs for w in self._workers),
+                "fallbacks": dict(sorted(fallbacks.items())), "errors": errors}
+
     def close(self) -> None:
         if self._exec is not None:
             self._exec.shutdown(wait=True, cancel_futures=True)
@@ -121,6 +135,7 @@ class WorkerPool:
         for w in self._workers:
             w.close()
         self._closed_cpu = self.cpu_s
+        self._closed_image = self.image_stats()
         self._workers.clear()
         if self._base is not None:
             self._base.close()

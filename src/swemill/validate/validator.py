@@ -174,12 +174,13 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     limits = Limits(timeout_s=config.suite_timeout_s, memory_mb=config.memory_mb)
     if executor is None:  # config.executor is local: anything else was built above
         pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
-                          limits=limits)
+                          limits=limits, image=config.head_image)
     else:  # the same stream contract on a distributed executor (swemill.executors)
         from swemill.executors.validation import ExecutorPool
 
         pool = ExecutorPool(executor, env, src.commit, ctx, n=config.workers,
-                            backend=config.backend, limits=limits, source=source)
+                            backend=config.backend, limits=limits, source=source,
+                            image=config.head_image)
     quotas = _quotas(config.max_tasks, config.strategies)
     order = [s for s in config.strategies if s != "combine"]
     order += ["combine"] if "combine" in config.strategies else []
@@ -204,6 +205,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     finally:
         pool.close()
     result.cpu_s = _cpu() - cpu0 + pool.cpu_s
+    result.head_image = pool.image_stats()
     result.timings_s["validate"] = round(time.monotonic() - v_start, 3)
     if config.audit:
         say(f"auditing {config.audit} task(s)", 0, config.audit)

@@ -19,11 +19,15 @@ from pathlib import Path
 
 from swemill.core.errors import SandboxError
 
-__all__ = ["SERVER_PATH", "SERVER_INSIDE", "WarmResult", "WarmWorker"]
+__all__ = ["HOTPATCH_INSIDE", "HOTPATCH_PATH", "SERVER_INSIDE", "SERVER_PATH", "WarmResult",
+           "WarmWorker"]
 
 SERVER_PATH = Path(__file__).with_name("warm_server.py")
 SERVER_INSIDE = "/opt/swemill/warm_server.py"
 """Where the server script is bound (read-only) inside an isolating sandbox."""
+HOTPATCH_PATH = Path(__file__).with_name("hotpatch.py")
+HOTPATCH_INSIDE = "/opt/swemill/hotpatch.py"
+"""The server loads this file from its own directory."""
 
 
 @dataclass(slots=True)
@@ -39,6 +43,10 @@ class WarmResult:
     """CPU seconds of the forked test process (and whatever it started and reaped)."""
     hung: str | None = None
     """The test that ran past its own deadline (the run was then killed: timed out)."""
+    unservable: str | None = None
+    """Why the head image could not serve the run (nothing ran; run it the ordinary way)."""
+    hotpatched: int | None = None
+    """Served by the head image: how many live functions took the edited code."""
 
 
 class WarmWorker:
@@ -81,27 +89,54 @@ class WarmWorker:
         except (subprocess.TimeoutExpired, ValueError, OSError):
             return ""
 
-    def run(self, args: list[str], timeout: float,
-            deadlines: Mapping[str, float] | None = None) -> WarmResult:
-        """Run pytest with ``args`` in a fresh child; ``timeout`` bounds the child, and
-        ``deadlines`` (seconds per node id) bound single tests within it."""
+    def _ask(self, request: dict[str, object], timeout: float) -> dict:
         assert self.proc.stdin is not None
         self._seq += 1
-        request: dict[str, object] = {"id": self._seq, "args": args, "timeout": timeout}
-        if deadlines:
-            request["deadlines"] = dict(deadlines)
+        request["id"] = self._seq
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, ValueError) as exc:
             raise SandboxError(f"warm worker is gone: {exc}") from exc
-        reply = self._read_line(timeout + 30.0)
+        return self._read_line(timeout)
+
+    def start_image(self, args: list[str], timeout: float) -> dict:
+        """Fork the head image (the workspace must be at head): ``{"ready": bool, "items",
+        "startup_s", "cpu_s", "error"}``."""
+        return self._ask({"op": "image", "args": args, "timeout": timeout}, timeout + 30.0)
+
+    def run(self, args: list[str], timeout: float,
+            deadlines: Mapping[str, float] | None = None) -> WarmResult:
+        """Run pytest with ``args`` in a fresh child; ``timeout`` bounds the child, and
+        ``deadlines`` (seconds per node id) bound single tests within it."""
+        request: dict[str, object] = {"args": args, "timeout": timeout}
+        if deadlines:
+            request["deadlines"] = dict(deadlines)
+        return self._result(self._ask(request, timeout + 30.0))
+
+    def run_image(self, nodeids: list[str], hotpatch: list[str], timeout: float,
+                  deadlines: Mapping[str, float] | None = None) -> WarmResult:
+        """Run ``nodeids`` in a fork of the head image, with the edited functions of the
+        ``hotpatch`` files (workspace-relative) swapped in; ``unservable`` set when it can't."""
+        request: dict[str, object] = {"image": True, "nodeids": nodeids, "hotpatch": hotpatch,
+                                      "timeout": timeout}
+        if deadlines:
+            request["deadlines"] = dict(deadlines)
+        return self._result(self._ask(request, timeout + 60.0))
+
+    @staticmethod
+    def _result(reply: dict) -> WarmResult:
+        if reply.get("unservable"):
+            return WarmResult(exit_code=-1, timed_out=False, outcomes={},
+                              cpu_s=float(reply.get("cpu_s", 0.0)),
+                              unservable=str(reply["unservable"]))
         return WarmResult(
             exit_code=int(reply["exit_code"]), timed_out=bool(reply["timed_out"]),
             outcomes=dict(reply.get("outcomes", {})), durations=dict(reply.get("durations", {})),
             messages=dict(reply.get("messages", {})), log_tail=reply.get("log_tail", ""),
             wall_s=float(reply.get("wall_s", 0.0)), cpu_s=float(reply.get("cpu_s", 0.0)),
             hung=reply.get("hung") or None,
+            hotpatched=reply.get("hotpatched"),
         )
 
     @property

@@ -13,6 +13,18 @@ bounds the whole run; ``deadlines`` (optional) bound single tests: a test still 
 that long after it started (setup, call and teardown) has the run killed as timed out, and
 ``hung`` names it. The project is never imported in this parent
 process, so every child sees the workspace as it is on disk at that moment.
+
+The head image. ``{"op": "image", "args": [...], "timeout": s}`` forks, while the workspace
+is at the head commit, a long-lived *image*: a process that imports the project and collects
+the whole suite once (as ``args`` would), records which code ran meanwhile, and then forks a
+child per request that runs only the requested items of that collected session. A request
+``{"id", "image": true, "nodeids": [...], "hotpatch": [paths], "timeout", "deadlines"}`` is
+served there: the workspace must equal the head tree except for the listed ``.py`` files,
+whose edited functions the child swaps in before running (:mod:`hotpatch` says when that is
+exact). When it is not -- a module-level edit, an edited function that ran at import, a test
+the image did not collect -- the answer is ``{"id", "unservable": reason}`` and the caller runs
+the tree the ordinary way. A golden run on a head-identical tree thus costs a fork and the
+selected tests, instead of a fresh interpreter importing and collecting everything.
 """
 
 from __future__ import annotations
@@ -20,13 +32,18 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import importlib.util
 import json
 import marshal
 import os
+import resource
+import selectors
 import signal
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Container
 from typing import Any
 
 sys.dont_write_bytecode = True  # a stale .pyc from one candidate must never serve another
@@ -95,7 +112,7 @@ def _child(args: list[str], result_path: str, log_path: str, progress: int) -> N
         with open(result_path, "w") as fh:
             json.dump({"exit_code": code, "outcomes": collector.outcomes,
                        "durations": collector.durations, "messages": collector.messages,
-                       "ast_hot": _ASTS.hot}, fh)
+                       "ast_hot": _ASTS.hot, "ast_noted": _ASTS.noted}, fh)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -157,17 +174,29 @@ def _wait(pid: int, timeout: float, progress: _Progress) -> tuple[int, bool, flo
         delay = min(delay * 2, 0.01)
 
 
-def _serve_one(request: dict, workdir: str) -> dict:
+def _serve_one(request: dict, workdir: str, child: Callable[[str, str, int], None] | None = None,
+               log_path: str | None = None, known: Container[str] = ()) -> dict:
+    """Fork ``child`` (result path, log path, progress pipe; it never returns), default: pytest
+    with the request's args, and wait for it within the request's budget. Texts the child
+    parsed for its failure reports are kept for later children when a second child needed
+    them too, or at once when their digest is ``known`` (the head image's own files)."""
     start = time.monotonic()
+    if child is None:
+        args = list(request["args"])
+
+        def child(result: str, log: str, progress: int) -> None:
+            _child(args, result, log, progress)
+
     with tempfile.TemporaryDirectory(prefix="warm-") as tmp:
-        result_path, log_path = os.path.join(tmp, "result.json"), os.path.join(tmp, "log.txt")
+        result_path = os.path.join(tmp, "result.json")
+        log_path = log_path or os.path.join(tmp, "log.txt")
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the forked child
             try:
                 os.close(read_end)
                 os.chdir(workdir)
-                _child(list(request["args"]), result_path, log_path, write_end)
+                child(result_path, log_path, write_end)
             finally:
                 os._exit(70)
         os.close(write_end)
@@ -184,14 +213,20 @@ def _serve_one(request: dict, workdir: str) -> dict:
                 result.update(json.load(fh))
             result["exit_code"] = exit_code  # the process's own word wins over the report's
             result["cpu_s"] = cpu_s
-        hot = result.pop("ast_hot", None)
-        _ASTS.adopt(hot if isinstance(hot, list) else [])
+        hot, noted = result.pop("ast_hot", None), result.pop("ast_noted", None)
+        adopt = hot if isinstance(hot, list) else []
+        adopt += [d for d in (noted if isinstance(noted, list) else []) if d in known]
+        _ASTS.adopt(list(dict.fromkeys(adopt)))
         with open(log_path, "rb") if os.path.exists(log_path) else open(os.devnull, "rb") as fh:
             fh.seek(0, os.SEEK_END)
             fh.seek(max(0, fh.tell() - LOG_TAIL))
             tail = fh.read().decode("utf-8", "replace")
     return {"id": request.get("id"), "timed_out": timed_out, "log_tail": tail,
             "wall_s": time.monotonic() - start, "cached_asts": len(_ASTS.trees), **result}
+
+
+_COMPILED: dict[str, list[Any]] | None = None
+"""In the head image: the module code every imported source file was executed from."""
 
 
 class _CodeCache:
@@ -238,6 +273,8 @@ class _CodeCache:
             if code is None:
                 code = compile_source(loader, data, path, *args, **kwargs)
                 cache.store(path, raw, f"py{args}{sorted(kwargs.items())}", code)
+            if _COMPILED is not None:
+                _COMPILED.setdefault(str(path), []).append(code)
             return code
 
         SourceFileLoader.source_to_code = source_to_code  # type: ignore[method-assign,assignment]
@@ -286,6 +323,8 @@ class _AstCache:
         self.trees: dict[str, Any] = {}
         self.hot: list[str] = []
         """Digests this child parsed that an earlier child had parsed too (for the parent)."""
+        self.noted: list[str] = []
+        """Digests of every text this child parsed (the head image adopts the known ones)."""
         self._linenos: Any = None
 
     def _path(self, digest: str) -> str:
@@ -307,6 +346,7 @@ class _AstCache:
         """Leave the text where the parent can find it; say so if an earlier child did."""
         data = content.encode("utf-8", "surrogatepass")
         digest = hashlib.sha256(data).hexdigest()
+        self.noted.append(digest)
         path = self._path(digest)
         if os.path.exists(path):
             self.hot.append(digest)
@@ -360,6 +400,309 @@ class _AstCache:
 _ASTS = _AstCache()
 
 
+def _load_hotpatch() -> Any:
+    """:mod:`hotpatch`, from the file next to this one (no package here, and the script's
+    own directory is taken off ``sys.path`` so it cannot shadow the project's modules)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hotpatch.py")
+    spec = importlib.util.spec_from_file_location("swemill_hotpatch", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Lines:
+    """Newline-delimited JSON over a pipe, with a deadline per line."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buf = b""
+
+    def read(self, timeout: float | None = None) -> dict | None:
+        """The next object; None at end of file or when ``timeout`` passes first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.fd, selectors.EVENT_READ)
+            while b"\n" not in self.buf:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and (left <= 0 or not sel.select(left)):
+                    return None
+                chunk = os.read(self.fd, 65536)
+                if not chunk:
+                    return None
+                self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+
+def _write_line(fd: int, obj: dict) -> None:
+    data = (json.dumps(obj) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _inside(path: str, root: str) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _source_digest(path: str) -> str:
+    """The digest :class:`_AstCache` gives this file's text as pytest reads it for a report
+    (lines through the tokenizer's decoding, trailing whitespace stripped); "" if unreadable."""
+    import tokenize
+
+    try:
+        with tokenize.open(path) as fh:
+            text = "\n".join(line.rstrip() for line in fh.readlines())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return ""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class _HeadImage:
+    """The image process's state: after collection it serves requests instead of running
+    the suite."""
+
+    def __init__(self, workdir: str, requests: int, replies: int, log_path: str,
+                 ran: set[int], started: float) -> None:
+        self.workdir, self.log_path = workdir, log_path
+        self.requests, self.replies = _Lines(requests), replies
+        self.ran, self.started = ran, started
+        self.hotpatch = _load_hotpatch()
+        self.session: Any = None
+        self.items: dict[str, Any] = {}
+        self.functions: dict[int, list[Any]] = {}
+        self.suspended: set[int] = set()
+        self.known: set[str] = set()
+        """Digests (as :class:`_AstCache` takes them) of the head's test and project files."""
+
+    def loop(self, session: Any) -> None:
+        """pytest's run-test loop in the image: report ready, then serve until told to exit."""
+        sys.setprofile(None)
+        self.session = session
+        self.items = {item.nodeid: item for item in session.items}
+        ready: dict[str, Any] = {"ready": True, "items": len(self.items),
+                                 "collect_errors": int(session.testsfailed)}
+        if threading.active_count() > 1:  # a fork would copy only this thread
+            ready = {"ready": False, "error": "threads were started while collecting"}
+        else:
+            files = set(_COMPILED or ())
+            self.functions, self.suspended = self.hotpatch.index_functions(gc.get_objects(),
+                                                                          files)
+            ours = {str(getattr(i, "path", None) or i.fspath) for i in session.items}
+            ours |= {f for f in files if _inside(f, self.workdir)}
+            self.known = {d for d in map(_source_digest, sorted(ours)) if d}
+            gc.collect()
+            gc.freeze()
+        ready.update(startup_s=time.monotonic() - self.started, cpu_s=_cpu_self())
+        _write_line(self.replies, ready)
+        if ready["ready"]:
+            while True:
+                request = self.requests.read()
+                if request is None or request.get("op") == "exit":
+                    break
+                cpu0 = _cpu_self()
+                reply = self.serve(request)
+                reply["cpu_s"] = float(reply.get("cpu_s", 0.0)) + _cpu_self() - cpu0
+                _write_line(self.replies, reply)
+        os._exit(0)
+
+    def _swaps(self, paths: list[str]) -> list[Any]:
+        """The code swaps that turn the head image into the workspace's ``paths``."""
+        compiled = {os.path.realpath(p): (p, codes) for p, codes in (_COMPILED or {}).items()}
+        loaded = {os.path.realpath(f) for m in list(sys.modules.values())
+                  if isinstance(f := getattr(m, "__file__", None), str)}
+        swaps: list[Any] = []
+        for rel in paths:
+            real = os.path.realpath(os.path.join(self.workdir, rel))
+            if real not in compiled:
+                if real in loaded:
+                    raise self.hotpatch.Unservable(f"{rel} was not imported from source")
+                continue  # never imported here: a child imports the edited file from disk
+            name, codes = compiled[real]
+            with open(real, "rb") as fh:
+                new = compile(fh.read(), name, "exec", dont_inherit=True)
+            for old in codes:
+                swaps += self.hotpatch.plan(old, new, self.ran)
+        return swaps
+
+    def serve(self, request: dict) -> dict:
+        nodeids = [str(n) for n in request.get("nodeids") or []]
+        missing = [n for n in nodeids if n not in self.items]
+        if not nodeids or missing:
+            why = f"not collected at head: {missing[0]}" if missing else "no tests asked for"
+            return {"id": request.get("id"), "unservable": why}
+        try:
+            swaps = self._swaps([str(p) for p in request.get("hotpatch") or []])
+        except self.hotpatch.Unservable as exc:
+            return {"id": request.get("id"), "unservable": str(exc)}
+        except (OSError, SyntaxError, ValueError) as exc:
+            return {"id": request.get("id"), "unservable": f"{type(exc).__name__}: {exc}"}
+        selected = [self.items[n] for n in dict.fromkeys(nodeids)]
+
+        def child(result_path: str, log_path: str, progress: int) -> None:
+            self._child(selected, swaps, result_path, progress)
+
+        return _serve_one(request, self.workdir, child, log_path=self.log_path,
+                          known=self.known)
+
+    def _child(self, selected: list[Any], swaps: list[Any], result_path: str,
+               progress: int) -> None:
+        """In a fork of the image: swap the edited code in, run ``selected``, report."""
+        import linecache
+
+        from _pytest.main import pytest_runtestloop
+
+        os.setpgid(0, 0)
+        os.ftruncate(1, 0)  # the image's log (opened for appending) is this run's log now
+        session = self.session
+        collector = _Collector(progress)
+        result: dict[str, Any] = {}
+        code = 3
+        try:
+            try:
+                result["hotpatched"] = self.hotpatch.apply(swaps, self.functions,
+                                                           self.suspended)
+            except self.hotpatch.Unservable as exc:
+                result["unservable"] = str(exc)
+                code = 0
+                return
+            linecache.clearcache()
+            session.config.pluginmanager.register(collector, "swemill-warm-collector")
+            session.items = selected
+            session.testscollected = len(selected)
+            session.testsfailed = 0
+            try:
+                pytest_runtestloop(session)
+                code = 1 if session.testsfailed else 0
+            except session.Failed:
+                code = 1
+            except (session.Interrupted, KeyboardInterrupt):
+                code = 2
+            except BaseException as exc:  # noqa: BLE001 - pytest.exit() and the like
+                code = int(getattr(exc, "returncode", None) or 3)
+        finally:
+            with open(result_path, "w") as fh:
+                json.dump({"exit_code": code, "outcomes": collector.outcomes,
+                           "durations": collector.durations, "messages": collector.messages,
+                           "ast_hot": _ASTS.hot, "ast_noted": _ASTS.noted, **result}, fh)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+
+def _image_main(args: list[str], workdir: str, requests: int, replies: int,
+                log_path: str) -> None:
+    """The image process: import and collect at head, then serve (see the module docs)."""
+    global _COMPILED
+    started = time.monotonic()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.chdir(workdir)
+    _COMPILED = {}
+    ran: set[int] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:  # noqa: ARG001
+        if event == "call":
+            ran.add(id(frame.f_code))
+
+    import pytest
+
+    image = _HeadImage(workdir, requests, replies, log_path, ran, started)
+
+    class Plugin:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtestloop(self, session: Any) -> None:
+            image.loop(session)  # never returns
+
+    try:
+        sys.setprofile(profile)
+        pytest.main(args, plugins=[Plugin()])
+        sys.setprofile(None)
+        _write_line(replies, {"ready": False, "error": "pytest ended before running tests"})
+    finally:
+        os._exit(0)
+
+
+class _ImageHandle:
+    """The server's handle on its head image (at most one at a time)."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.to_image = -1
+        self.from_image: _Lines | None = None
+
+    def start(self, request: dict, workdir: str, tmp: str) -> dict:
+        self.stop()
+        log_path = os.path.join(tmp, "image.log")
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the image process
+            try:
+                os.close(req_w)
+                os.close(rep_r)
+                sys.stdin.close()
+                _image_main(list(request["args"]), workdir, req_r, rep_w, log_path)
+            finally:
+                os._exit(70)
+        os.close(req_r)
+        os.close(rep_w)
+        self.pid, self.to_image, self.from_image = pid, req_w, _Lines(rep_r)
+        ready = self.from_image.read(float(request.get("timeout", 120)))
+        if not ready or not ready.get("ready"):
+            self.stop()
+            error = (ready or {}).get("error") or "no answer"
+            with contextlib.suppress(OSError), open(log_path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - 800))
+                error += "\n" + fh.read().decode("utf-8", "replace")
+            return {"id": request.get("id"), "ready": False, "error": error}
+        return {"id": request.get("id"), **ready}
+
+    def ask(self, request: dict) -> dict:
+        if not self.pid or self.from_image is None:
+            return {"id": request.get("id"), "unservable": "no head image"}
+        try:
+            _write_line(self.to_image, request)
+        except OSError:
+            reply = None
+        else:
+            reply = self.from_image.read(float(request.get("timeout", 60)) + 30.0)
+        if reply is None:
+            self.stop()
+            return {"id": request.get("id"), "unservable": "the head image is gone"}
+        return reply
+
+    def stop(self) -> None:
+        if not self.pid:
+            return
+        with contextlib.suppress(OSError):
+            _write_line(self.to_image, {"op": "exit"})
+        with contextlib.suppress(OSError):
+            os.close(self.to_image)
+        if self.from_image is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.from_image.fd)
+        deadline = time.monotonic() + 5
+        while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                break
+            time.sleep(0.01)
+        self.pid, self.to_image, self.from_image = 0, -1, None
+
+
 def _warm_up(cache_dir: str) -> float:
     start = time.monotonic()
     import importlib.metadata as md
@@ -393,20 +736,33 @@ def _warm_up(cache_dir: str) -> float:
 
 def main() -> None:
     workdir = sys.argv[1] if len(sys.argv) > 1 else os.getcwd()
+    here = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0] or ".") == here:
+        del sys.path[0]  # swemill's own files must not shadow the project's modules
     out = sys.stdout
+    image = _ImageHandle()
     with tempfile.TemporaryDirectory(prefix="swemill-code-") as cache_dir:
         ready = {"ready": True, "startup_s": _warm_up(cache_dir), "pid": os.getpid()}
         out.write(json.dumps(ready) + "\n")
         out.flush()
-        for line in sys.stdin:
-            line = line.strip()
-            if not line:
-                continue
-            request = json.loads(line)
-            if request.get("op") == "exit":
-                break
-            out.write(json.dumps(_serve_one(request, workdir)) + "\n")
-            out.flush()
+        try:
+            for line in sys.stdin:
+                line = line.strip()
+                if not line:
+                    continue
+                request = json.loads(line)
+                if request.get("op") == "exit":
+                    break
+                if request.get("op") == "image":
+                    reply = image.start(request, workdir, cache_dir)
+                elif request.get("image"):
+                    reply = image.ask(request)
+                else:
+                    reply = _serve_one(request, workdir)
+                out.write(json.dumps(reply) + "\n")
+                out.flush()
+        finally:
+            image.stop()
 
 
 if __name__ == "__main__":

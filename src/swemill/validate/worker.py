@@ -3,6 +3,13 @@
 The worker moves its workspace between tree states (a commit, plus patches on top), runs
 tests there through the warm server, and brings the workspace back to the base state. The
 server is restarted when it dies (a candidate that exhausted the sandbox's memory, say).
+
+Selected-test runs at the head commit go to the server's head image when they can (see
+:mod:`.warm_server`): the workspace then equals the head tree except for edited ``.py`` files,
+whose edited functions the image swaps in. The worker decides that from the bytes on disk,
+so a golden run on a tree that is byte for byte the head tree, or a broken run of a body-only
+edit, costs a fork and the selected tests. Whatever the image cannot serve exactly runs the
+ordinary way, and the reasons are counted (``image_fallbacks``).
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +31,14 @@ from swemill.sandbox.base import Sandbox
 from swemill.synth.patches import parse_patch
 from swemill.testing.runner import PLUGIN_MODULE, ensure_plugin, pytest_argv
 from swemill.validate.gates import FAILING, RunEvidence
-from swemill.validate.warm import SERVER_INSIDE, SERVER_PATH, WarmResult, WarmWorker
+from swemill.validate.warm import (
+    HOTPATCH_INSIDE,
+    HOTPATCH_PATH,
+    SERVER_INSIDE,
+    SERVER_PATH,
+    WarmResult,
+    WarmWorker,
+)
 
 __all__ = ["TreeState", "Worker", "evidence_of", "git_in", "open_base"]
 
@@ -78,8 +93,12 @@ def evidence_of(result: WarmResult, selected: Sequence[str] | None) -> RunEviden
 class Worker:
     """A fork of ``base`` with a warm server; not thread-safe (one candidate at a time)."""
 
+    IMAGE_STARTS = 3
+    """Head images started at most per worker (one died: start another, up to this)."""
+
     def __init__(self, env: RepoEnv, base: Sandbox, head: str,
-                 preimport: Sequence[str] = (), prewarm_s: float | None = None) -> None:
+                 preimport: Sequence[str] = (), prewarm_s: float | None = None,
+                 image: bool = True) -> None:
         self.env = env
         self.head = head
         ensure_plugin(env)
@@ -99,6 +118,13 @@ class Worker:
         self.cpu_s = 0.0
         """CPU seconds of the test processes this worker's server forked (measured inside)."""
         self._prewarm_s = prewarm_s
+        self._image_wanted = image
+        self._image = False
+        self._image_starts = 0
+        self.image_error = ""
+        self.image_runs = 0
+        self.image_fallbacks: Counter[str] = Counter()
+        """Why selected runs at head were not served by the head image, by reason."""
 
     # -- the warm server ----------------------------------------------------------------
 
@@ -118,6 +144,9 @@ class Worker:
             raise
         self._spawned = spawned
         self._warm = warm
+        self._image = False
+        if self._start_image():
+            return warm  # collecting the suite in the image compiled everything already
         if self._prewarm_s:
             # Collect the whole suite once, so every test module and the project are compiled
             # and assertion-rewritten before any candidate's run is timed against its budget.
@@ -126,7 +155,46 @@ class Worker:
                 warm.run(args, self._prewarm_s)
         return warm
 
+    def _pytest_args(self) -> list[str]:
+        return [*pytest_argv(self.env, self.sb.workdir)[3:], *_QUIET_PLUGINS]
+
+    def _start_image(self) -> bool:
+        """Fork the server's head image if the workspace is at head and images are wanted."""
+        warm = self._warm
+        if (warm is None or not self._image_wanted or self.state != TreeState(self.head)
+                or self._image_starts >= self.IMAGE_STARTS):
+            return False
+        self._image_starts += 1
+        budget = self._prewarm_s or 120.0
+        try:
+            ready = warm.start_image(self._pytest_args(), budget)
+        except SandboxError as exc:
+            ready = {"ready": False, "error": str(exc)}
+        self.cpu_s += float(ready.get("cpu_s", 0.0))
+        self._image = bool(ready.get("ready"))
+        if not self._image:  # it would fail the same way again: run the ordinary way
+            self.image_error = str(ready.get("error", ""))[-500:]
+            self._image_wanted = False
+        return self._image
+
+    def _changed_py(self) -> list[str] | None:
+        """The ``.py`` files that differ from the head tree, if nothing else does (files
+        added, removed or not Python: None, the image cannot serve that tree)."""
+        if self._unknown or self.state.commit != self.head:
+            return None
+        changed = []
+        for rel, data in self._saved.items():
+            target = self.root / rel
+            now = target.read_bytes() if target.is_file() else None
+            if now == data:
+                continue
+            if data is None or now is None or not rel.endswith(".py"):
+                return None
+            changed.append(rel)
+        return changed
+
     def _stop(self) -> None:
+        self._image = False
         if self._warm is not None:
             self._warm.close()
             self._warm = None
@@ -142,7 +210,24 @@ class Worker:
         A server that died (killed for memory, say) is restarted once and the run repeated;
         if it dies again the error propagates to the candidate, which is then dropped.
         """
-        args = [*pytest_argv(self.env, self.sb.workdir)[3:], *_QUIET_PLUGINS]
+        if nodeids and self._image and self._warm is not None and self._warm.alive:
+            changed = self._changed_py()
+            if changed is None:
+                self.image_fallbacks["tree differs from head beyond .py edits"] += 1
+            else:
+                try:
+                    result = self._warm.run_image(list(nodeids), changed, timeout, deadlines)
+                except SandboxError:
+                    self._stop()  # the server itself went: restarted below
+                else:
+                    self.cpu_s += result.cpu_s
+                    if result.unservable is None:
+                        self.image_runs += 1
+                        return result
+                    if "image is gone" in result.unservable:
+                        self._image = False
+                    self.image_fallbacks[_reason(result.unservable)] += 1
+        args = self._pytest_args()
         if nodeids is not None:
             args += list(nodeids)
         for attempt in (0, 1):
@@ -166,9 +251,14 @@ class Worker:
 
     def checkout(self, state: TreeState) -> None:
         """Put the workspace into ``state``; SynthesisError("patch_failed: ...") if a patch
-        does not apply. A state that extends the current one only applies the extra patches."""
+        does not apply. A state that extends the current one only applies the extra patches.
+
+        The first move away from head starts the warm server (and its head image) first,
+        while the workspace is still the head tree."""
         if state == self.state:
             return
+        if self._warm is None and self._spawned is None and self.state == TreeState(self.head):
+            self._start()
         cur = self.state
         if state.commit == cur.commit and state.patches[: len(cur.patches)] == cur.patches:
             extra = state.patches[len(cur.patches):]
@@ -220,6 +310,9 @@ class Worker:
         self._saved.clear()
         self._unknown = False
         self.state = TreeState(commit)
+        if commit == self.head and not self._image and self._warm is not None \
+                and self._warm.alive:
+            self._start_image()  # the first one died, or the server was restarted
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -228,7 +321,18 @@ class Worker:
             self.sb.close()
 
 
+def _reason(unservable: str) -> str:
+    """A countable reason: the image's message without the names in it."""
+    for key in ("ran before the fork", "signature", "module- or class-level",
+                "added or removed", "not collected at head", "not imported from source",
+                "suspended", "image is gone", "no head image"):
+        if key in unservable:
+            return key
+    return unservable.split(":")[0][:60]
+
+
 def open_base(env: RepoEnv, *, backend: str, limits: Limits) -> Sandbox:
     """The sandbox every worker forks: the source's working copy, the env and the server."""
-    binds = [*env.binds(), Bind(host=SERVER_PATH, inside=SERVER_INSIDE)]
+    binds = [*env.binds(), Bind(host=SERVER_PATH, inside=SERVER_INSIDE),
+             Bind(host=HOTPATCH_PATH, inside=HOTPATCH_INSIDE)]
     return open_sandbox(env.source_path, backend=backend, binds=binds, limits=limits)

@@ -1,0 +1,219 @@
+"""Swapping edited function code into a live module (the head image's hot patch): exactly the
+body-only edits of functions that never ran are served, and then the live module behaves as
+the edited file would; everything else is refused."""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+from swemill.validate import hotpatch
+from swemill.validate.hotpatch import Unservable
+
+HEAD = textwrap.dedent('''\
+    """A module."""
+    import functools
+
+    LIMIT = 3
+
+
+    def add(a, b=1):
+        """Add."""
+        return a + b
+
+
+    def scale(xs, k=2):
+        return [x * k for x in xs]
+
+
+    class Box:
+        size = LIMIT
+
+        def grow(self, n):
+            return self.size + n
+
+        @property
+        def double(self):
+            return self.size * 2
+
+        @staticmethod
+        def name():
+            return "box"
+
+
+    @functools.lru_cache(maxsize=None)
+    def cached(n):
+        return n + 100
+
+
+    def counter(n):
+        i = 0
+        while i < n:
+            yield i
+            i += 1
+
+
+    def outer(k):
+        def inner(x):
+            return x + k
+        return inner
+
+
+    def seed():
+        return 7
+
+
+    TABLE = [seed()]
+    ''')
+
+
+class Live:
+    """``HEAD`` imported as a module the way the image imports: the code object recorded."""
+
+    def __init__(self, source: str = HEAD, ran: set[int] | None = None) -> None:
+        self.path = "/virtual/mod.py"
+        self.code = compile(source, self.path, "exec", dont_inherit=True)
+        self.module = types.ModuleType("mod")
+        self.module.__file__ = self.path
+        self.ran: set[int] = set() if ran is None else ran
+
+        def profile(frame: types.FrameType, event: str, arg: object) -> None:
+            if event == "call":
+                self.ran.add(id(frame.f_code))
+
+        sys.setprofile(profile)
+        try:
+            exec(self.code, self.module.__dict__)  # noqa: S102 - the module under test
+        finally:
+            sys.setprofile(None)
+
+    def patch(self, new_source: str) -> int:
+        new = compile(new_source, self.path, "exec", dont_inherit=True)
+        swaps = hotpatch.plan(self.code, new, self.ran)
+        functions, suspended = hotpatch.index_functions(gc.get_objects(), {self.path})
+        return hotpatch.apply(swaps, functions, suspended)
+
+
+def edit(old: str, new: str, source: str = HEAD) -> str:
+    assert old in source
+    return source.replace(old, new, 1)
+
+
+def test_a_body_edit_changes_the_live_function_and_nothing_else() -> None:
+    live = Live()
+    m = live.module
+    assert m.add(2) == 3
+    assert live.patch(edit("return a + b", "return a - b")) == 1
+    assert m.add(2) == 1 and m.add(5, b=2) == 3  # the default is the head's, as in the file
+    assert m.scale([1, 2]) == [2, 4] and m.Box().grow(1) == 4
+
+
+def test_methods_properties_static_methods_and_wrapped_functions_are_reached() -> None:
+    live = Live()
+    m = live.module
+    source = edit("return self.size + n", "return self.size - n")
+    source = edit("return self.size * 2", "return self.size * 3", source)
+    source = edit('return "box"', 'return "crate"', source)
+    source = edit("return n + 100", "return n + 200", source)
+    live.patch(source)
+    assert m.Box().grow(1) == 2
+    assert m.Box().double == 9
+    assert m.Box.name() == "crate"
+    assert m.cached(1) == 201  # the lru_cache wrapper calls the swapped function
+
+
+def test_a_closure_factory_returns_the_edited_closure() -> None:
+    live = Live()
+    m = live.module
+    live.patch(edit("return x + k", "return x * k"))
+    assert m.outer(3)(2) == 6
+
+
+def test_lines_shifted_by_an_edit_above_are_swapped_for_tracebacks() -> None:
+    live = Live()
+    m = live.module
+    shifted = edit('    """Add."""\n', '    """Add."""\n    a = a\n')
+    live.patch(shifted)
+    new_line = shifted.splitlines().index("        return self.size + n") + 1
+    assert m.Box.grow.__code__.co_firstlineno == new_line - 1  # the def line moved down one
+    assert m.add(2) == 3
+
+
+@pytest.mark.parametrize(("old", "new", "why"), [
+    ("LIMIT = 3", "LIMIT = 4", "module- or class-level"),
+    ("def add(a, b=1):", "def add(a, b=2):", "module- or class-level"),
+    ("    size = LIMIT", "    size = LIMIT + 1", "module- or class-level"),
+    ('    """Add."""\n', '    """Sum."""\n', "docstring"),
+    ("        yield i\n", "        pass\n", "flags"),
+])
+def test_what_cannot_be_served_is_refused(old: str, new: str, why: str) -> None:
+    with pytest.raises(Unservable, match=why.split()[0]):
+        Live().patch(edit(old, new))
+
+
+def test_an_added_statement_is_a_body_edit() -> None:
+    live = Live()
+    head = "def scale(xs, k=2):\n    return"
+    live.patch(edit(head, head.replace("return", "return []\n    return")))
+    assert live.module.scale([1, 2]) == []
+
+
+def test_an_edited_function_that_ran_at_import_is_refused() -> None:
+    live = Live()
+    assert live.module.TABLE == [7]  # seed ran while the module was imported
+    with pytest.raises(Unservable, match="ran before the fork"):
+        live.patch(edit("return 7", "return 8"))
+
+
+def test_a_suspended_generator_of_an_edited_function_is_refused() -> None:
+    live = Live()
+    gen = live.module.counter(3)
+    next(gen)
+    with pytest.raises(Unservable, match="suspended"):
+        live.patch(edit("        i += 1", "        i += 2"))
+    gen.close()
+
+
+def test_an_added_definition_is_a_module_level_edit() -> None:
+    with pytest.raises(Unservable, match="module- or class-level"):
+        Live().patch(HEAD + "\n\ndef extra():\n    return 1\n")
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.9", "3.10", "3.12", "3.13"])
+def test_the_module_runs_on_other_interpreters(version: str, tmp_path: Path) -> None:
+    """The image runs under the repository's interpreter, not swemill's."""
+    root = Path(os.path.expanduser("~/.pyenv/versions"))
+    found = sorted(root.glob(f"{version}.*/bin/python{version}")) if root.is_dir() else []
+    if not found:
+        pytest.skip(f"no Python {version} on this machine")
+    script = tmp_path / "check.py"
+    script.write_text(textwrap.dedent(f'''
+        import gc, importlib.util, sys
+        spec = importlib.util.spec_from_file_location("hp", {str(hotpatch.__file__)!r})
+        hp = importlib.util.module_from_spec(spec); spec.loader.exec_module(hp)
+        head = {HEAD!r}
+        code = compile(head, "/v/mod.py", "exec", dont_inherit=True)
+        ns = {{"__name__": "mod"}}
+        exec(code, ns)
+        new = compile(head.replace("return a + b", "return a - b"), "/v/mod.py", "exec",
+                      dont_inherit=True)
+        swaps = hp.plan(code, new, set())
+        functions, suspended = hp.index_functions(gc.get_objects(), {{"/v/mod.py"}})
+        hp.apply(swaps, functions, suspended)
+        assert ns["add"](2) == 1, ns["add"](2)
+        try:
+            hp.plan(code, compile(head.replace("LIMIT = 3", "LIMIT = 4"), "/v/mod.py", "exec",
+                                  dont_inherit=True), set())
+        except hp.Unservable:
+            print("ok")
+        '''))
+    out = subprocess.run([str(found[-1]), str(script)], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
