@@ -14,6 +14,7 @@ verdicts double as an audit: a task swemill accepted whose FAIL_TO_PASS does not
 PASS_TO_PASS does not pass, in the naive full-suite runs is counted invalid.
 
     python benchmarks/bench_validate.py [--candidates 40] [--naive 10] [--workers 2]
+        [--no-head-image]
 
 Environments and baselines are built (and cached) before anything is timed.
 
@@ -89,6 +90,7 @@ class Naive:
 
 
 BACKEND = "local"
+IMAGE = True
 
 
 def naive_run(env: RepoEnv, patches: list[str], timeout: float) -> RunEvidence | None:
@@ -158,16 +160,16 @@ def invalid(checked: Checked, broken: RunEvidence, golden: list[RunEvidence]) ->
 
 
 def swemill(env: RepoEnv, baseline: Baseline, head: str, cands: list[Candidate],
-            workers: int) -> tuple[list[Checked], float, float]:
+            workers: int) -> tuple[list[Checked], float, float, dict[str, object]]:
     ctx = CheckContext(baseline, head)
     c0, t0 = cpu(), time.monotonic()
     pool = WorkerPool(env, head, ctx, n=workers, backend=BACKEND,
-                      limits=Limits(timeout_s=900, memory_mb=4096))
+                      limits=Limits(timeout_s=900, memory_mb=4096), image=IMAGE)
     try:
         res = pool.stream(iter(cands), target=10**9)
     finally:
         pool.close()
-    return res.checked, cpu() - c0, time.monotonic() - t0
+    return res.checked, cpu() - c0, time.monotonic() - t0, pool.image_stats()
 
 
 def stratified(cands: list[Candidate], reasons: list[str], n: int) -> list[Candidate]:
@@ -194,7 +196,7 @@ def bench(spec: str, args: argparse.Namespace) -> list[str]:
                     seed=args.seed, max_candidates=args.candidates)
     proc = list(make_strategy("procedural").candidates(view))
     pr = list(make_strategy("pr-mirror").candidates(view)) if spec == "sample" else []
-    checked, s_cpu, s_wall = swemill(env, baseline, src.commit, proc + pr, args.workers)
+    checked, s_cpu, s_wall, image = swemill(env, baseline, src.commit, proc + pr, args.workers)
     by_id = {c.candidate.candidate_id: c for c in checked}
     n = NAIVE_N.get(spec, args.naive)
     reasons = [by_id[c.candidate_id].reason for c in proc]
@@ -235,6 +237,8 @@ def bench(spec: str, args: argparse.Namespace) -> list[str]:
         f"{spec:30s} swemill  {len(checked):3d} cands {s_valid:3d} valid  cpu {s_cpu:7.1f} s  "
         f"wall {s_wall:6.1f} s  median/cand {statistics.median(walls):.3f} s  "
         f"-> procedural {p_valid} valid in ~{p_cpu:.0f} CPU s: {s_rate:7.1f} valid/CPU-min",
+        f"{spec:30s} head image: {image.get('served', 0)} runs served, fell back: "
+        f"{image.get('fallbacks') or 'none'}{' (off)' if not IMAGE else ''}",
         f"{spec:30s} naive120 {len(sub):3d} cands {fixed.valid:3d} valid  cpu {fixed.cpu_s:7.1f}"
         f" s  wall {fixed.wall_s:6.1f} s  timeouts {fixed.timeouts}  -> est. over "
         f"{len(proc)}: {f_valid:.1f} valid, {f_cpu:.0f} CPU s -> {f_rate:7.1f} valid/CPU-min",
@@ -259,9 +263,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repos", default=",".join(REPOS))
     ap.add_argument("--backend", default="local", help="sandbox backend (see the docstring)")
+    ap.add_argument("--no-head-image", action="store_true",
+                    help="validate without the workers' head images (every run a fresh pytest)")
     args = ap.parse_args()
-    global BACKEND
-    BACKEND = args.backend
+    global BACKEND, IMAGE
+    BACKEND, IMAGE = args.backend, not args.no_head_image
     warnings.filterwarnings("ignore", message=".*'local' sandbox")
     for spec in args.repos.split(","):  # build everything before timing anything
         run_baseline(build_env(resolve_source(spec)))

@@ -112,7 +112,7 @@ def test_a_test_past_its_deadline_ends_the_run_early(server: tuple[Server, Path]
         import time
 
         def test_quick():
-            time.sleep(0.2)
+            time.sleep(0.3)
 
         def test_hangs():
             while True:
@@ -131,6 +131,13 @@ def test_a_test_past_its_deadline_ends_the_run_early(server: tuple[Server, Path]
     # tests without a deadline only have the run's budget
     bounded = srv.run([hangs], 2, deadlines={quick: 0.01})
     assert bounded["timed_out"] is True and bounded["hung"] is None
+
+    # a CPU deadline ends a busy loop long before its wall deadline; a test that waits
+    # rather than computes uses no CPU and is left alone by one
+    busy = srv.run([hangs], 60, deadlines={hangs: 30.0}, cpu_deadlines={hangs: 0.5})
+    assert busy["timed_out"] is True and busy["hung"] == hangs and busy["wall_s"] < 15
+    waits = srv.run([quick], 60, deadlines={quick: 30.0}, cpu_deadlines={quick: 0.1})
+    assert waits["timed_out"] is False and waits["outcomes"] == {quick: "passed"}
 
 
 LIB = textwrap.dedent('''\

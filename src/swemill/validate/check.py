@@ -20,6 +20,7 @@ from swemill.core.records import Baseline, Candidate, TestStatus
 from swemill.synth.patches import reverse_patch
 from swemill.testing.timeouts import adaptive_timeout
 from swemill.validate.gates import FAILING, GateVerdict4, RunEvidence, decide
+from swemill.validate.warm import Deadlines
 from swemill.validate.worker import TreeState, Worker, evidence_of
 
 __all__ = ["CheckContext", "Checked", "check_candidate", "select_tests"]
@@ -51,6 +52,7 @@ class CheckContext:
     timeout_margin_s: float = 5.0
     test_deadline_factor: float = 10.0
     test_deadline_floor_s: float = 1.0
+    test_cpu_floor_s: float = 0.5
     _bases: dict[tuple[str, str], Baseline | str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pending: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
@@ -62,17 +64,20 @@ class CheckContext:
         return adaptive_timeout(baseline, selected, factor=self.timeout_factor,
                                 margin_s=self.timeout_margin_s) + extra
 
-    def deadlines(self, baseline: Baseline, selected: Sequence[str] | None) -> dict[str, float]:
-        """Per-test deadlines for a broken tree's run: a test still running this long after
-        it started is taken for a hang and the run ends as timed out, instead of waiting out
-        the whole run's budget. Only a broken run gets them: they can turn a slow run into a
-        ``timeout`` refusal, never into an accepted task."""
+    def deadlines(self, baseline: Baseline, selected: Sequence[str] | None) -> Deadlines:
+        """Per-test deadlines for a broken tree's run: a test still running 10x its baseline
+        duration plus 1 s after it started, or that has used 10x its duration plus 0.5 s of
+        CPU since (a busy loop, caught however loaded the machine is), is taken for a hang
+        and the run ends as timed out, instead of waiting out the whole run's budget. Only a
+        broken run gets them: they can turn a slow run into a ``timeout`` refusal, never into
+        an accepted task."""
         durations = baseline.durations_s
         fallback = max(durations.values(), default=1.0)
-        floor = self.test_deadline_floor_s
         tests = durations.keys() if selected is None else selected
-        return {t: round(self.test_deadline_factor * durations.get(t, fallback) + floor, 3)
-                for t in tests}
+        scaled = {t: self.test_deadline_factor * durations.get(t, fallback) for t in tests}
+        return Deadlines(
+            wall={t: round(s + self.test_deadline_floor_s, 3) for t, s in scaled.items()},
+            cpu={t: round(s + self.test_cpu_floor_s, 3) for t, s in scaled.items()})
 
     def baseline_for(self, worker: Worker, commit: str, base_patch: str) -> Baseline | str:
         """The baseline at ``commit`` + ``base_patch`` (or the reason there is none)."""

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from swemill.core.errors import SandboxError
 
-__all__ = ["HOTPATCH_INSIDE", "HOTPATCH_PATH", "SERVER_INSIDE", "SERVER_PATH", "WarmResult",
-           "WarmWorker"]
+__all__ = ["HOTPATCH_INSIDE", "HOTPATCH_PATH", "SERVER_INSIDE", "SERVER_PATH", "Deadlines",
+           "WarmResult", "WarmWorker"]
 
 SERVER_PATH = Path(__file__).with_name("warm_server.py")
 SERVER_INSIDE = "/opt/swemill/warm_server.py"
@@ -28,6 +28,21 @@ SERVER_INSIDE = "/opt/swemill/warm_server.py"
 HOTPATCH_PATH = Path(__file__).with_name("hotpatch.py")
 HOTPATCH_INSIDE = "/opt/swemill/hotpatch.py"
 """The server loads this file from its own directory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """Per-test limits within one run, by node id: ``wall`` seconds since the test started,
+    ``cpu`` seconds the test process used since then (either one ends the run as timed out)."""
+
+    wall: Mapping[str, float] = field(default_factory=dict)
+    cpu: Mapping[str, float] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.wall or self.cpu)
+
+    def request(self) -> dict[str, object]:
+        return {"deadlines": dict(self.wall), "cpu_deadlines": dict(self.cpu)}
 
 
 @dataclass(slots=True)
@@ -106,22 +121,22 @@ class WarmWorker:
         return self._ask({"op": "image", "args": args, "timeout": timeout}, timeout + 30.0)
 
     def run(self, args: list[str], timeout: float,
-            deadlines: Mapping[str, float] | None = None) -> WarmResult:
+            deadlines: Deadlines | None = None) -> WarmResult:
         """Run pytest with ``args`` in a fresh child; ``timeout`` bounds the child, and
-        ``deadlines`` (seconds per node id) bound single tests within it."""
+        ``deadlines`` bound single tests within it."""
         request: dict[str, object] = {"args": args, "timeout": timeout}
         if deadlines:
-            request["deadlines"] = dict(deadlines)
+            request.update(deadlines.request())
         return self._result(self._ask(request, timeout + 30.0))
 
     def run_image(self, nodeids: list[str], hotpatch: list[str], timeout: float,
-                  deadlines: Mapping[str, float] | None = None) -> WarmResult:
+                  deadlines: Deadlines | None = None) -> WarmResult:
         """Run ``nodeids`` in a fork of the head image, with the edited functions of the
         ``hotpatch`` files (workspace-relative) swapped in; ``unservable`` set when it can't."""
         request: dict[str, object] = {"image": True, "nodeids": nodeids, "hotpatch": hotpatch,
                                       "timeout": timeout}
         if deadlines:
-            request["deadlines"] = dict(deadlines)
+            request.update(deadlines.request())
         return self._result(self._ask(request, timeout + 60.0))
 
     @staticmethod

@@ -11,7 +11,8 @@ is answered by ``{"id", "exit_code", "timed_out", "hung", "outcomes": {nodeid: o
 "durations": {...}, "messages": {...}, "log_tail", "wall_s", "cached_asts"}``. ``timeout``
 bounds the whole run; ``deadlines`` (optional) bound single tests: a test still running
 that long after it started (setup, call and teardown) has the run killed as timed out, and
-``hung`` names it. The project is never imported in this parent
+``hung`` names it; ``cpu_deadlines`` (optional) do the same in CPU seconds of the test
+process since the test started. The project is never imported in this parent
 process, so every child sees the workspace as it is on disk at that moment.
 
 The head image. ``{"op": "image", "args": [...], "timeout": s}`` forks, while the workspace
@@ -118,16 +119,46 @@ def _child(args: list[str], result_path: str, log_path: str, progress: int) -> N
         os._exit(code)
 
 
-class _Progress:
-    """The server's end of the progress pipe: the deadline of the test running now."""
+def _proc_cpu(pid: int) -> float | None:
+    """CPU seconds process ``pid`` has used so far (all its threads), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return None
 
-    def __init__(self, fd: int, deadlines: dict[str, float]) -> None:
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class _Progress:
+    """The server's end of the progress pipe: the deadlines of the test running now, in wall
+    time and in the test process's CPU time (a busy loop is caught by the second however
+    loaded the machine is, a test waiting on something that never comes by the first)."""
+
+    def __init__(self, fd: int, deadlines: dict[str, float], pid: int = 0,
+                 cpu_deadlines: dict[str, float] | None = None) -> None:
         self.fd = fd
         self.deadlines = deadlines
+        self.cpu_deadlines = cpu_deadlines or {}
+        self.pid = pid
         self.buf = b""
         self.running: str | None = None
         self.until = float("inf")
+        self.cpu_until = float("inf")
         os.set_blocking(fd, False)
+
+    def over(self, now: float) -> bool:
+        """Is the running test past one of its deadlines?"""
+        if self.running is None:
+            return False
+        if now >= self.until:
+            return True
+        if self.cpu_until != float("inf"):
+            used = _proc_cpu(self.pid)
+            return used is not None and used >= self.cpu_until
+        return False
 
     def poll(self) -> None:
         while True:
@@ -143,10 +174,15 @@ class _Progress:
             *lines, self.buf = self.buf.split(b"\n")
             for raw in lines:
                 line = raw.decode("utf-8", "replace")
+                self.cpu_until = float("inf")
                 if line.startswith("S "):
                     self.running = line[2:]
                     limit = self.deadlines.get(self.running)
                     self.until = time.monotonic() + limit if limit is not None else float("inf")
+                    cpu_limit = self.cpu_deadlines.get(self.running)
+                    used = _proc_cpu(self.pid) if cpu_limit is not None else None
+                    if cpu_limit is not None and used is not None:
+                        self.cpu_until = used + cpu_limit
                 else:
                     self.running, self.until = None, float("inf")
 
@@ -162,7 +198,7 @@ def _wait(pid: int, timeout: float, progress: _Progress) -> tuple[int, bool, flo
             return os.waitstatus_to_exitcode(status), False, usage.ru_utime + usage.ru_stime, None
         progress.poll()
         now = time.monotonic()
-        hung = progress.running if now >= progress.until else None
+        hung = progress.running if progress.over(now) else None
         if now >= deadline or hung is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
@@ -201,9 +237,10 @@ def _serve_one(request: dict, workdir: str, child: Callable[[str, str, int], Non
                 os._exit(70)
         os.close(write_end)
         deadlines = {str(k): float(v) for k, v in (request.get("deadlines") or {}).items()}
+        cpu = {str(k): float(v) for k, v in (request.get("cpu_deadlines") or {}).items()}
         try:
             exit_code, timed_out, cpu_s, hung = _wait(pid, float(request.get("timeout", 60)),
-                                                      _Progress(read_end, deadlines))
+                                                      _Progress(read_end, deadlines, pid, cpu))
         finally:
             os.close(read_end)
         result = {"exit_code": exit_code, "outcomes": {}, "durations": {}, "messages": {},
@@ -483,6 +520,7 @@ class _HeadImage:
 
     def loop(self, session: Any) -> None:
         """pytest's run-test loop in the image: report ready, then serve until told to exit."""
+        gc.collect()  # finalizers that run now are code that ran before the fork, too
         sys.setprofile(None)
         self.session = session
         self.items = {item.nodeid: item for item in session.items}
@@ -497,7 +535,6 @@ class _HeadImage:
             ours = {str(getattr(i, "path", None) or i.fspath) for i in session.items}
             ours |= {f for f in files if _inside(f, self.workdir)}
             self.known = {d for d in map(_source_digest, sorted(ours)) if d}
-            gc.collect()
             gc.freeze()
         ready.update(startup_s=time.monotonic() - self.started, cpu_s=_cpu_self())
         _write_line(self.replies, ready)

@@ -18,7 +18,7 @@ import contextlib
 import os
 import subprocess
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from swemill.validate.warm import (
     HOTPATCH_PATH,
     SERVER_INSIDE,
     SERVER_PATH,
+    Deadlines,
     WarmResult,
     WarmWorker,
 )
@@ -203,7 +204,7 @@ class Worker:
             self._spawned = None
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
-            deadlines: Mapping[str, float] | None = None) -> WarmResult:
+            deadlines: Deadlines | None = None) -> WarmResult:
         """Run ``nodeids`` (None: the whole suite) in a fresh fork of the warm server;
         ``timeout`` bounds the run, ``deadlines`` single tests (see :mod:`.warm_server`).
 
