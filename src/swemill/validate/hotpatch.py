@@ -38,7 +38,12 @@ _SUSPENDABLE = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorTy
 
 
 class Unservable(Exception):
-    """The edit cannot be applied to a live image; run the broken tree from scratch."""
+    """The edit cannot be applied to a live image; run the broken tree from scratch.
+    ``reason`` is short and countable, the message names what it is about."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
 
 
 def _const_key(value: object) -> object:
@@ -96,23 +101,23 @@ def plan(old: types.CodeType, new: types.CodeType,
 
     def walk(o: types.CodeType, n: types.CodeType, where: str) -> None:
         if o.co_name != n.co_name:
-            raise Unservable(f"{where}: {o.co_name} became {n.co_name}")
+            raise Unservable("definitions reordered", f"{where}: {o.co_name} / {n.co_name}")
         if _deep_key(o) == _deep_key(n):
             moved(o, n)
             return
         name = f"{where}.{o.co_name}" if where else o.co_name
         if o.co_flags & _CO_OPTIMIZED:  # a function whose body (or a nested one) changed
             if id(o) in ran:
-                raise Unservable(f"{name} ran before the fork (at import or collection)")
+                raise Unservable("ran before the fork (at import or collection)", name)
             if _signature(o) != _signature(n):
-                raise Unservable(f"{name}: signature, flags, closure or docstring changed")
+                raise Unservable("signature, flags, closure or docstring changed", name)
             swaps.append((o, n))
             return
         if _key(o) != _key(n):
-            raise Unservable(f"{name}: a module- or class-level statement changed")
+            raise Unservable("module- or class-level edit", name)
         old_kids, new_kids = _children(o), _children(n)
         if len(old_kids) != len(new_kids):
-            raise Unservable(f"{name}: definitions were added or removed")
+            raise Unservable("definitions added or removed", name)
         for oc, nc in zip(old_kids, new_kids):  # noqa: B905 - checked above; 3.8
             walk(oc, nc, "" if o.co_name == "<module>" else name)
 
@@ -144,7 +149,7 @@ def apply(swaps: list[tuple[types.CodeType, types.CodeType]],
     """Swap the code of every live function in ``swaps``; the number swapped."""
     for old, _ in swaps:
         if id(old) in suspended:
-            raise Unservable(f"a suspended generator or coroutine runs {old.co_name}")
+            raise Unservable("suspended generator or coroutine", old.co_name)
     count = 0
     for old, new in swaps:
         for fn in functions.get(id(old), ()):

@@ -59,7 +59,8 @@ class WarmResult:
     hung: str | None = None
     """The test that ran past its own deadline (the run was then killed: timed out)."""
     unservable: str | None = None
-    """Why the head image could not serve the run (nothing ran; run it the ordinary way)."""
+    """Why the head image could not serve the run, in short (nothing ran: run it the
+    ordinary way); ``log_tail`` then says what it was about."""
     hotpatched: int | None = None
     """Served by the head image: how many live functions took the edited code."""
 
@@ -144,7 +145,8 @@ class WarmWorker:
         if reply.get("unservable"):
             return WarmResult(exit_code=-1, timed_out=False, outcomes={},
                               cpu_s=float(reply.get("cpu_s", 0.0)),
-                              unservable=str(reply["unservable"]))
+                              unservable=str(reply["unservable"]),
+                              log_tail=str(reply.get("log_tail", "")))
         return WarmResult(
             exit_code=int(reply["exit_code"]), timed_out=bool(reply["timed_out"]),
             outcomes=dict(reply.get("outcomes", {})), durations=dict(reply.get("durations", {})),

@@ -496,6 +496,11 @@ def _source_digest(path: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _refusal(rid: object, reason: str, detail: str = "") -> dict:
+    """The head image's answer when it cannot serve a run exactly (nothing ran)."""
+    return {"id": rid, "unservable": reason, "log_tail": detail or reason}
+
+
 def _cpu_self() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -559,7 +564,7 @@ class _HeadImage:
             real = os.path.realpath(os.path.join(self.workdir, rel))
             if real not in compiled:
                 if real in loaded:
-                    raise self.hotpatch.Unservable(f"{rel} was not imported from source")
+                    raise self.hotpatch.Unservable("not imported from source", rel)
                 continue  # never imported here: a child imports the edited file from disk
             name, codes = compiled[real]
             with open(real, "rb") as fh:
@@ -571,15 +576,16 @@ class _HeadImage:
     def serve(self, request: dict) -> dict:
         nodeids = [str(n) for n in request.get("nodeids") or []]
         missing = [n for n in nodeids if n not in self.items]
+        rid = request.get("id")
         if not nodeids or missing:
-            why = f"not collected at head: {missing[0]}" if missing else "no tests asked for"
-            return {"id": request.get("id"), "unservable": why}
+            return _refusal(rid, "test not collected at head" if missing else "no tests asked for",
+                            missing[0] if missing else "")
         try:
             swaps = self._swaps([str(p) for p in request.get("hotpatch") or []])
         except self.hotpatch.Unservable as exc:
-            return {"id": request.get("id"), "unservable": str(exc)}
+            return _refusal(rid, exc.reason, str(exc))
         except (OSError, SyntaxError, ValueError) as exc:
-            return {"id": request.get("id"), "unservable": f"{type(exc).__name__}: {exc}"}
+            return _refusal(rid, "edited file unreadable or not compilable", f"{exc!r}")
         selected = [self.items[n] for n in dict.fromkeys(nodeids)]
 
         def child(result_path: str, log_path: str, progress: int) -> None:
@@ -606,7 +612,7 @@ class _HeadImage:
                 result["hotpatched"] = self.hotpatch.apply(swaps, self.functions,
                                                            self.suspended)
             except self.hotpatch.Unservable as exc:
-                result["unservable"] = str(exc)
+                result.update(_refusal(None, exc.reason, str(exc)))
                 code = 0
                 return
             linecache.clearcache()
@@ -707,7 +713,7 @@ class _ImageHandle:
 
     def ask(self, request: dict) -> dict:
         if not self.pid or self.from_image is None:
-            return {"id": request.get("id"), "unservable": "no head image"}
+            return _refusal(request.get("id"), "no head image")
         try:
             _write_line(self.to_image, request)
         except OSError:
@@ -716,7 +722,7 @@ class _ImageHandle:
             reply = self.from_image.read(float(request.get("timeout", 60)) + 30.0)
         if reply is None:
             self.stop()
-            return {"id": request.get("id"), "unservable": "the head image is gone"}
+            return _refusal(request.get("id"), "no head image", "the head image is gone")
         return reply
 
     def stop(self) -> None:

@@ -225,9 +225,9 @@ class Worker:
                     if result.unservable is None:
                         self.image_runs += 1
                         return result
-                    if "image is gone" in result.unservable:
+                    if result.unservable == "no head image":
                         self._image = False
-                    self.image_fallbacks[_reason(result.unservable)] += 1
+                    self.image_fallbacks[result.unservable] += 1
         args = self._pytest_args()
         if nodeids is not None:
             args += list(nodeids)
@@ -320,16 +320,6 @@ class Worker:
             self._stop()
         with contextlib.suppress(Exception):
             self.sb.close()
-
-
-def _reason(unservable: str) -> str:
-    """A countable reason: the image's message without the names in it."""
-    for key in ("ran before the fork", "signature", "module- or class-level",
-                "added or removed", "not collected at head", "not imported from source",
-                "suspended", "image is gone", "no head image"):
-        if key in unservable:
-            return key
-    return unservable.split(":")[0][:60]
 
 
 def open_base(env: RepoEnv, *, backend: str, limits: Limits) -> Sandbox:
