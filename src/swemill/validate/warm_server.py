@@ -522,6 +522,7 @@ class _HeadImage:
         self.suspended: set[int] = set()
         self.known: set[str] = set()
         """Digests (as :class:`_AstCache` takes them) of the head's test and project files."""
+        self._real: tuple[dict[str, tuple[str, list[Any]]], set[str]] | None = None
 
     def loop(self, session: Any) -> None:
         """pytest's run-test loop in the image: report ready, then serve until told to exit."""
@@ -554,11 +555,21 @@ class _HeadImage:
                 _write_line(self.replies, reply)
         os._exit(0)
 
+    def _sources(self) -> tuple[dict[str, tuple[str, list[Any]]], set[str]]:
+        """(real path -> (name compiled under, module code), real paths of every module
+        loaded), taken once: the image imports nothing after collection."""
+        if self._real is None:
+            compiled = {os.path.realpath(p): (p, c) for p, c in (_COMPILED or {}).items()}
+            loaded = {os.path.realpath(f) for m in list(sys.modules.values())
+                      if isinstance(f := getattr(m, "__file__", None), str)}
+            self._real = (compiled, loaded)
+        return self._real
+
     def _swaps(self, paths: list[str]) -> list[Any]:
         """The code swaps that turn the head image into the workspace's ``paths``."""
-        compiled = {os.path.realpath(p): (p, codes) for p, codes in (_COMPILED or {}).items()}
-        loaded = {os.path.realpath(f) for m in list(sys.modules.values())
-                  if isinstance(f := getattr(m, "__file__", None), str)}
+        if not paths:
+            return []
+        compiled, loaded = self._sources()
         swaps: list[Any] = []
         for rel in paths:
             real = os.path.realpath(os.path.join(self.workdir, rel))
