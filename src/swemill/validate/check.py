@@ -52,6 +52,7 @@ class CheckContext:
     timeout_margin_s: float = 5.0
     test_deadline_factor: float = 10.0
     test_deadline_floor_s: float = 1.0
+    test_cpu_factor: float = 20.0
     test_cpu_floor_s: float = 0.5
     _bases: dict[tuple[str, str], Baseline | str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -66,18 +67,21 @@ class CheckContext:
 
     def deadlines(self, baseline: Baseline, selected: Sequence[str] | None) -> Deadlines:
         """Per-test deadlines for a broken tree's run: a test still running 10x its baseline
-        duration plus 1 s after it started, or that has used 10x its duration plus 0.5 s of
-        CPU since (a busy loop, caught however loaded the machine is), is taken for a hang
-        and the run ends as timed out, instead of waiting out the whole run's budget. Only a
-        broken run gets them: they can turn a slow run into a ``timeout`` refusal, never into
-        an accepted task."""
+        duration plus 1 s after it started, or that has used 20x its duration plus 0.5 s of
+        CPU since, is taken for a hang and the run ends as timed out, instead of waiting out
+        the whole run's budget. The CPU deadline catches a busy loop in a short test sooner,
+        however loaded the machine is; from 50 ms of baseline up it is never the tighter of
+        the two. Only a broken run gets them: they can turn a slow run into a ``timeout``
+        refusal, never into an accepted task."""
         durations = baseline.durations_s
         fallback = max(durations.values(), default=1.0)
         tests = durations.keys() if selected is None else selected
-        scaled = {t: self.test_deadline_factor * durations.get(t, fallback) for t in tests}
+        base = {t: durations.get(t, fallback) for t in tests}
         return Deadlines(
-            wall={t: round(s + self.test_deadline_floor_s, 3) for t, s in scaled.items()},
-            cpu={t: round(s + self.test_cpu_floor_s, 3) for t, s in scaled.items()})
+            wall={t: round(self.test_deadline_factor * d + self.test_deadline_floor_s, 3)
+                  for t, d in base.items()},
+            cpu={t: round(self.test_cpu_factor * d + self.test_cpu_floor_s, 3)
+                 for t, d in base.items()})
 
     def baseline_for(self, worker: Worker, commit: str, base_patch: str) -> Baseline | str:
         """The baseline at ``commit`` + ``base_patch`` (or the reason there is none)."""
