@@ -56,3 +56,19 @@ def test_bad_options_are_one_line(shared_cache: Path, tmp_path: Path) -> None:
     proc = swemill("tasks", "export", "--out", str(tmp_path), "--run", "nope",
                    cache=shared_cache)
     assert proc.returncode == 2 and "no run nope" in proc.stderr
+
+
+def test_a_directory_named_export_is_a_source_unless_run_is_given(tmp_path: Path) -> None:
+    (tmp_path / "here" / "export").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    env = {**os.environ, "SWEMILL_CACHE": str(tmp_path / "cache")}
+
+    def tasks_export(cwd: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "swemill", "tasks", "export", "--out",
+                               str(tmp_path / "out")], cwd=tmp_path / cwd, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    as_source = tasks_export("here")  # the (empty) directory is validated, and has no tests
+    assert as_source.returncode != 0 and "no tests found in export" in as_source.stderr
+    as_command = tasks_export("elsewhere")
+    assert as_command.returncode == 2 and "export needs --run" in as_command.stderr

@@ -64,7 +64,9 @@ def register(app: typer.Typer) -> None:
         """
         from swemill.store import Store
 
-        if source == "export":
+        # ``tasks export`` is the subcommand, unless a directory of that name is meant and no
+        # --run was given (``./export`` always means the directory)
+        if source == "export" and (run is not None or not Path(source).is_dir()):
             if run is None:
                 fail("export needs --run RUN_ID")
             _export(Store.open(out, check=False), run, fmt, dest)
