@@ -38,8 +38,18 @@ def _rollout_summary(store: Any, run_id: str) -> tuple[list[Any], list[Any]]:
     return trajs, pairs
 
 
+def _same_rollouts(local: Any, want: Any, other: Any, got: Any, run_id: str) -> None:
+    assert want.trajectories == 4 and want.pairs >= 1
+    assert (got.trajectories, got.pairs, got.shards_written) == (
+        want.trajectories, want.pairs, want.shards_written)
+    assert _rollout_summary(other, run_id) == _rollout_summary(local, run_id)
+    assert other.read_manifest(run_id).counts["rollouts"] == \
+        local.read_manifest(run_id).counts["rollouts"]
+
+
 @pytest.fixture
-def rollout_summary() -> Callable[[Any, str], tuple[list[Any], list[Any]]]:
-    """``(store, run_id) ->`` the run's trajectories (id, resolved, grade, admission, tool
-    names) and pairs (id, scores), sorted: what two executors must agree on."""
-    return _rollout_summary
+def same_rollouts() -> Callable[[Any, Any, Any, Any, str], None]:
+    """``(local store, its result, other store, its result, run_id)``: asserts the two runs
+    wrote the same trajectories (id, resolved, grade, admission, tool names), pairs (id,
+    scores), counts and manifest counts: what two executors must agree on."""
+    return _same_rollouts

@@ -12,12 +12,17 @@ import subprocess
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
-from swemill.core.records import Golden, Task
-from swemill.repo.envbuild import RepoEnv
+import pytest
+
+from swemill.core.records import Baseline, Golden, Task
+from swemill.repo.envbuild import RepoEnv, build_env
+from swemill.repo.sources import resolve_source
 from swemill.sandbox import open_sandbox
 from swemill.store import Store
 from swemill.synth.patches import file_diff
+from swemill.testing.baseline import run_baseline
 from swemill.testing.runner import run_tests
 from swemill.validate.snapshot import unpack_tree
 
@@ -26,6 +31,16 @@ GIT_ENV = {
     "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
     "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
 }
+
+
+@pytest.fixture
+def sample_at_head(shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, RepoEnv,
+                                                                                  Baseline]:
+    """The bundled sample's source, environment and head baseline (in the shared cache)."""
+    monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
+    src = resolve_source("sample")
+    env = build_env(src)
+    return src, env, run_baseline(env, backend="auto")
 
 
 def run_git(root: Path, *args: str, stdin: str | None = None) -> str:

@@ -6,16 +6,13 @@ failure messages, inside the real bwrap sandbox; and the image really served the
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from typing import Any
 
 import pytest
 
-from swemill.repo.envbuild import build_env
-from swemill.repo.sources import resolve_source
 from swemill.sandbox import Limits
 from swemill.synth import make_strategy
 from swemill.synth.base import RepoView
-from swemill.testing.baseline import run_baseline
 from swemill.validate.check import CheckContext, Checked, check_candidate
 from swemill.validate.worker import Worker, open_base
 
@@ -28,12 +25,8 @@ def _judgement(c: Checked) -> tuple[object, ...]:
     return (v.accepted, v.reason, v.fail_to_pass, v.pass_to_pass, messages)
 
 
-def test_the_head_image_gives_the_verdicts_of_fresh_runs(
-        shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
-    src = resolve_source("sample")
-    env = build_env(src)
-    baseline = run_baseline(env, backend="auto")
+def test_the_head_image_gives_the_verdicts_of_fresh_runs(sample_at_head: Any) -> None:
+    src, env, baseline = sample_at_head
     view = RepoView(root=src.path, repo=src.repo, commit=src.commit, baseline=baseline,
                     seed=3, max_candidates=16)
     cands = list(make_strategy("procedural").candidates(view))

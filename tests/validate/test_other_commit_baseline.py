@@ -4,26 +4,20 @@ runs as the head baseline had, and it tells the tests of that commit, not the he
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
+from typing import Any
 
 import pytest
 
 from swemill.core.records import Baseline
-from swemill.repo.envbuild import build_env
-from swemill.repo.sources import resolve_source
 from swemill.sandbox import Limits
-from swemill.testing.baseline import run_baseline
 from swemill.validate.check import CheckContext
 from swemill.validate.worker import Worker, open_base
 
 
 @pytest.mark.slow
 def test_baseline_at_an_older_commit_runs_as_often_as_the_head_one(
-        shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
-    src = resolve_source("sample")
-    env = build_env(src)
-    head = run_baseline(env, backend="auto")
+        sample_at_head: Any) -> None:
+    src, env, head = sample_at_head
     older = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=src.path, capture_output=True,
                            text=True, check=True).stdout.strip()
     ctx = CheckContext(head, src.commit)

@@ -64,8 +64,12 @@ def _key(code: types.CodeType) -> tuple[object, ...]:
             getattr(code, "co_exceptiontable", b""))
 
 
-def _deep_key(code: types.CodeType) -> tuple[object, ...]:
-    return (_key(code), tuple(_deep_key(c) for c in _children(code)))
+def _deep_key(code: types.CodeType, memo: dict[int, tuple[object, ...]]) -> tuple[object, ...]:
+    """:func:`_key` of ``code`` and of all the code nested in it (each computed once)."""
+    key = memo.get(id(code))
+    if key is None:
+        key = memo[id(code)] = (_key(code), tuple(_deep_key(c, memo) for c in _children(code)))
+    return key
 
 
 def _children(code: types.CodeType) -> list[types.CodeType]:
@@ -92,6 +96,7 @@ def plan(old: types.CodeType, new: types.CodeType,
     :class:`Unservable` for any edit not confined to the bodies of functions that never ran.
     """
     swaps: list[tuple[types.CodeType, types.CodeType]] = []
+    memo: dict[int, tuple[object, ...]] = {}  # both trees stay alive while it is used
 
     def moved(o: types.CodeType, n: types.CodeType) -> None:
         if _lines(o) != _lines(n):
@@ -102,7 +107,7 @@ def plan(old: types.CodeType, new: types.CodeType,
     def walk(o: types.CodeType, n: types.CodeType, where: str) -> None:
         if o.co_name != n.co_name:
             raise Unservable("definitions reordered", f"{where}: {o.co_name} / {n.co_name}")
-        if _deep_key(o) == _deep_key(n):
+        if _deep_key(o, memo) == _deep_key(n, memo):
             moved(o, n)
             return
         name = f"{where}.{o.co_name}" if where else o.co_name
