@@ -237,3 +237,60 @@ def test_a_hang_in_the_image_ends_at_its_deadline_and_the_image_serves_on(
     assert reply["timed_out"] is True and reply["hung"] == half and reply["wall_s"] < 20
     (root / "lib.py").write_text(LIB)
     assert srv.run([], 30, image=True, nodeids=[half])["outcomes"] == {half: "passed"}
+
+
+SHAPES = textwrap.dedent('''\
+    class Shape:
+        def __init__(self, side):
+            self.side = side
+
+        def area(self):
+            return self.side * self.side
+
+        def check(self):
+            if self.side < 0:
+                raise ValueError("negative side")
+            return True
+
+
+    def scale(shape, k):
+        if k == 0:
+            raise ZeroDivisionError("no scale")
+        return Shape(shape.side * k)
+    ''')
+SHAPE_TESTS = textwrap.dedent('''\
+    from shapes import Shape, scale
+
+
+    def test_area():
+        assert Shape(3).area() == 9
+
+
+    def test_scale():
+        assert scale(Shape(2), 0).side == 0
+    ''')
+
+
+def test_reports_through_an_edited_module_are_a_fresh_runs(
+        server: tuple[Server, Path]) -> None:
+    """Tracebacks that pass through the edited module (in the edited method, and in a function
+    the edit moved down) quote the edited file's lines, as a fresh process would."""
+    srv, root = server
+    (root / "shapes.py").write_text(SHAPES)
+    (root / "test_shapes.py").write_text(SHAPE_TESTS)
+    assert srv.run([], 60, op="image")["ready"] is True
+    ids = ["test_shapes.py::test_area", "test_shapes.py::test_scale"]
+    edited = SHAPES.replace("        return self.side * self.side\n",
+                            "        side = self.side\n        side = -side\n"
+                            "        raise ArithmeticError(f'area of {side}')\n")
+    (root / "shapes.py").write_text(edited)
+    hot = srv.run([], 30, image=True, nodeids=ids, hotpatch=["shapes.py"])
+    fresh = srv.run(ids, 30)
+    assert hot["hotpatched"] >= 2  # the edited method, and the function it moved
+    assert hot["outcomes"] == fresh["outcomes"] == dict.fromkeys(ids, "failed")
+    assert _no_addresses(hot["messages"]) == _no_addresses(fresh["messages"])
+    lines = edited.splitlines()
+    raised = lines.index("        raise ArithmeticError(f'area of {side}')") + 1
+    moved = lines.index('        raise ZeroDivisionError("no scale")') + 1
+    assert f"shapes.py:{raised}: in area" in hot["messages"][ids[0]]
+    assert f"shapes.py:{moved}: in scale" in hot["messages"][ids[1]]

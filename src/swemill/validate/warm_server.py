@@ -363,6 +363,9 @@ class _AstCache:
         self.noted: list[str] = []
         """Digests of every text this child parsed (the head image adopts the known ones)."""
         self._linenos: Any = None
+        self._memo = False
+        self.heads: dict[str, Any] = {}
+        """Head texts' trees, for :meth:`stand_in` (the head image's edited files only)."""
 
     def _path(self, digest: str) -> str:
         return os.path.join(self.root, f"ast-{digest}.py")
@@ -382,7 +385,7 @@ class _AstCache:
     def _note(self, content: str) -> None:
         """Leave the text where the parent can find it; say so if an earlier child did."""
         data = content.encode("utf-8", "surrogatepass")
-        digest = hashlib.sha256(data).hexdigest()
+        digest = _digest(content)
         self.noted.append(digest)
         path = self._path(digest)
         if os.path.exists(path):
@@ -408,6 +411,91 @@ class _AstCache:
                 if content not in self.trees:
                     self.trees[content] = self._parse(content)
 
+    def stand_in(self, head: str, new: str) -> Any | None:
+        """A tree for the reports on ``new``, an edit of the head text ``head`` that stays
+        inside one function or class, without parsing all of ``new``.
+
+        pytest needs a report's tree only for the line numbers of its statements (memoized on
+        the tree). Those of ``new`` are head's, shifted below the edited statement, with the
+        edited statement's own from a parse of that statement alone: a Python module is a
+        sequence of statements that parse independently. The edited lines, with the blank and
+        comment lines after them, must parse as exactly one statement of the same kind; None
+        when anything is out of the ordinary (the child then parses ``new`` whole, as before).
+        """
+        if not self._memo or head == new:
+            return None
+        try:
+            values = self._edited_linenos(head, new)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        if values is None:
+            return None
+        import ast
+
+        node = ast.Module(body=[], type_ignores=[])
+        node._pytest_statement_linenos = values  # type: ignore[attr-defined]
+        return node
+
+    def _head_tree(self, head: str) -> Any:
+        tree = self.heads.get(head) or self.trees.get(head)
+        if tree is None:
+            tree = self.heads[head] = self._parse(head)
+        return tree
+
+    def _edited_linenos(self, head: str, new: str) -> list[int] | None:
+        import ast
+
+        old_lines, new_lines = head.split("\n"), new.split("\n")
+        n = min(len(old_lines), len(new_lines))
+        first = 0
+        while first < n and old_lines[first] == new_lines[first]:
+            first += 1
+        tail = 0
+        while tail < n - first and old_lines[-1 - tail] == new_lines[-1 - tail]:
+            tail += 1
+        end = len(old_lines) - tail  # head's lines [first, end) became new's [first, end+shift)
+        shift = len(new_lines) - len(old_lines)
+        defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+        def span(st: Any) -> tuple[int, int]:
+            return min([d.lineno for d in getattr(st, "decorator_list", [])] + [st.lineno]) - 1, \
+                st.end_lineno - 1
+
+        def holder(body: list[Any], bottom: int) -> tuple[int, int, Any] | None:
+            """The one statement of ``body`` whose lines, with the blank and comment lines
+            below it (down to the next statement, or to ``bottom``), hold the edit."""
+            hold = []
+            for i, st in enumerate(body):
+                lo, hi = span(st)
+                hi = span(body[i + 1])[0] - 1 if i + 1 < len(body) else max(hi, bottom)
+                if lo <= first and end <= hi + 1 and (lo < first or end > first):
+                    hold.append((lo, hi, st))
+            return hold[0] if len(hold) == 1 else None
+
+        found = holder(self._head_tree(head).body, len(old_lines) - 1)
+        while found is not None and isinstance(found[2], ast.ClassDef):
+            inner = holder(found[2].body, found[1])  # a method's edit: parse the method alone
+            if inner is None or not isinstance(inner[2], defs) or \
+                    span(inner[2])[0] <= found[2].lineno - 1:
+                break
+            found = inner
+        if found is None or not isinstance(found[2], defs):
+            return None
+        lo, hi, st = found
+        text = "\n".join(new_lines[lo:hi + shift + 1])
+        indented = st.col_offset > 0  # a method: parse it as the body of an "if"
+        tree = ast.parse(f"if 1:\n{text}" if indented else text, "source", "exec")
+        body, base = tree.body, lo
+        if indented:
+            if len(body) != 1 or not isinstance(body[0], ast.If):
+                return None
+            body, base = body[0].body, lo - 1
+        if len(body) != 1 or type(body[0]) is not type(st):
+            return None  # the rest of the text parsed is blank lines and comments
+        old = self._linenos(self._head_tree(head))
+        mine = [v + base for v in self._linenos(body[0])]
+        return sorted([v for v in old if v < lo] + mine + [v + shift for v in old if v > hi])
+
     def install(self, root: str) -> None:
         self.root = root
         try:
@@ -418,6 +506,13 @@ class _AstCache:
         if original is None or getattr(code, "getstatementrange_ast", None) is not original:
             return
         self._linenos = getattr(source, "_statement_linenos", None)
+        if self._linenos is not None:  # pytest reads the statement lines a tree carries?
+            import ast
+
+            with contextlib.suppress(Exception):
+                probe, mark = ast.Module(body=[], type_ignores=[]), [7]
+                probe._pytest_statement_linenos = mark  # type: ignore[attr-defined]
+                self._memo = self._linenos(probe) is mark
         cache = self
 
         def getstatementrange_ast(lineno, src, assertion=False, astnode=None):  # noqa: ANN001, ANN202, FBT002
@@ -483,16 +578,28 @@ def _inside(path: str, root: str) -> bool:
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def _source_digest(path: str) -> str:
-    """The digest :class:`_AstCache` gives this file's text as pytest reads it for a report
-    (lines through the tokenizer's decoding, trailing whitespace stripped); "" if unreadable."""
+def _report_text(data: bytes) -> str:
+    """A source file's text as pytest reads it for a report, the key of :class:`_AstCache`:
+    its lines through the tokenizer's decoding (as :mod:`linecache` reads them), trailing
+    whitespace stripped. Raises SyntaxError or UnicodeDecodeError on an undecodable file."""
+    import io
     import tokenize
 
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    with io.TextIOWrapper(io.BytesIO(data), encoding, line_buffering=True) as fh:
+        return "\n".join(line.rstrip() for line in fh.readlines())
+
+
+def _source_text(path: str) -> str | None:
+    """:func:`_report_text` of a file; None if unreadable."""
     try:
-        with tokenize.open(path) as fh:
-            text = "\n".join(line.rstrip() for line in fh.readlines())
+        with open(path, "rb") as fh:
+            return _report_text(fh.read())
     except (OSError, SyntaxError, UnicodeDecodeError):
-        return ""
+        return None
+
+
+def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -522,6 +629,8 @@ class _HeadImage:
         self.suspended: set[int] = set()
         self.known: set[str] = set()
         """Digests (as :class:`_AstCache` takes them) of the head's test and project files."""
+        self.texts: dict[str, str] = {}
+        """Real path -> head text (as :class:`_AstCache` takes it) of the project's modules."""
         self._real: tuple[dict[str, tuple[str, list[Any]]], set[str]] | None = None
 
     def loop(self, session: Any) -> None:
@@ -538,9 +647,16 @@ class _HeadImage:
             files = set(_COMPILED or ())
             self.functions, self.suspended = self.hotpatch.index_functions(gc.get_objects(),
                                                                           files)
-            ours = {str(getattr(i, "path", None) or i.fspath) for i in session.items}
-            ours |= {f for f in files if _inside(f, self.workdir)}
-            self.known = {d for d in map(_source_digest, sorted(ours)) if d}
+            modules = {f for f in files if _inside(f, self.workdir)}
+            ours = {str(getattr(i, "path", None) or i.fspath) for i in session.items} | modules
+            texts = {f: _source_text(f) for f in sorted(ours)}
+            self.known = {_digest(t) for t in texts.values() if t is not None}
+            self.texts = {os.path.realpath(f): t for f, t in texts.items()
+                          if f in modules and t is not None}
+            with contextlib.suppress(Exception):  # inspect maps files to modules once, here
+                import inspect
+
+                inspect.getmodule(self.loop.__code__)  # (every failure report asks it)
             gc.freeze()
         ready.update(startup_s=time.monotonic() - self.started, cpu_s=_cpu_self())
         _write_line(self.replies, ready)
@@ -565,12 +681,12 @@ class _HeadImage:
             self._real = (compiled, loaded)
         return self._real
 
-    def _swaps(self, paths: list[str]) -> list[Any]:
-        """The code swaps that turn the head image into the workspace's ``paths``."""
-        if not paths:
-            return []
+    def _swaps(self, paths: list[str]) -> tuple[list[Any], dict[str, Any]]:
+        """The code swaps that turn the head image into the workspace's ``paths``, and
+        stand-in trees for the reports on the edited texts (:meth:`_AstCache.stand_in`)."""
         compiled, loaded = self._sources()
         swaps: list[Any] = []
+        trees: dict[str, Any] = {}
         for rel in paths:
             real = os.path.realpath(os.path.join(self.workdir, rel))
             if real not in compiled:
@@ -579,10 +695,17 @@ class _HeadImage:
                 continue  # never imported here: a child imports the edited file from disk
             name, codes = compiled[real]
             with open(real, "rb") as fh:
-                new = compile(fh.read(), name, "exec", dont_inherit=True)
+                data = fh.read()
+            new = compile(data, name, "exec", dont_inherit=True)
             for old in codes:
                 swaps += self.hotpatch.plan(old, new, self.ran)
-        return swaps
+            head = self.texts.get(real)
+            with contextlib.suppress(SyntaxError, UnicodeDecodeError):
+                text = _report_text(data)
+                tree = _ASTS.stand_in(head, text) if head is not None else None
+                if tree is not None:
+                    trees[text] = tree
+        return swaps, trees
 
     def serve(self, request: dict) -> dict:
         nodeids = [str(n) for n in request.get("nodeids") or []]
@@ -592,7 +715,7 @@ class _HeadImage:
             return _refusal(rid, "test not collected at head" if missing else "no tests asked for",
                             missing[0] if missing else "")
         try:
-            swaps = self._swaps([str(p) for p in request.get("hotpatch") or []])
+            swaps, trees = self._swaps([str(p) for p in request.get("hotpatch") or []])
         except self.hotpatch.Unservable as exc:
             return _refusal(rid, exc.reason, str(exc))
         except (OSError, SyntaxError, ValueError) as exc:
@@ -600,6 +723,7 @@ class _HeadImage:
         selected = [self.items[n] for n in dict.fromkeys(nodeids)]
 
         def child(result_path: str, log_path: str, progress: int) -> None:
+            _ASTS.trees.update(trees)
             self._child(selected, swaps, result_path, progress)
 
         return _serve_one(request, self.workdir, child, log_path=self.log_path,
