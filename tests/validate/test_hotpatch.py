@@ -186,6 +186,66 @@ def test_an_added_definition_is_a_module_level_edit() -> None:
         Live().patch(HEAD + "\n\ndef extra():\n    return 1\n")
 
 
+def _same_code(a: types.CodeType, b: types.CodeType) -> bool:
+    """Equal as code, and at the same lines, under the same names, all the way down."""
+    if a != b or a.co_filename != b.co_filename or \
+            getattr(a, "co_qualname", None) != getattr(b, "co_qualname", None):
+        return False
+    if (a.co_firstlineno, list(a.co_lines())) != (b.co_firstlineno, list(b.co_lines())):
+        return False
+    if list(a.co_positions()) != list(b.co_positions()):
+        return False
+    kids = [[c for c in x.co_consts if isinstance(c, types.CodeType)] for x in (a, b)]
+    return len(kids[0]) == len(kids[1]) and all(map(_same_code, *kids))
+
+
+def _function_swaps(swaps: list[tuple[types.CodeType, types.CodeType]]
+                    ) -> dict[int, types.CodeType]:
+    return {id(old): new for old, new in swaps if old.co_flags & 0x0001}
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("return a + b", "return a - b"),
+    ('    """Add."""\n', '    """Add."""\n    a = a\n    b = b\n'),  # moves all below
+    ("return self.size + n", "return self.size - n"),
+    ("return self.size * 2", "x = self.size\n        return x * 3"),
+    ('return "box"', 'return "crate"'),
+    ("return n + 100", "return n + 200"),
+    ("        return x + k\n", "        y = x\n        return y * k\n"),
+    ("        i += 1\n", "        i += 1\n        i -= 0\n"),
+    ("return [x * k for x in xs]", "return list(functools.reduce(lambda a, b: a + [b], xs, []))"),
+    ("return 7", "return 8"),  # ran at import: left to the whole module's plan
+])
+def test_compiling_only_the_edited_function_plans_what_compiling_it_all_does(
+        old: str, new: str) -> None:
+    live = Live()
+    source = edit(old, new)
+    tree = __import__("ast").parse(HEAD)
+    fast = hotpatch.plan_edit(live.code, tree, HEAD, source, live.path, live.ran)
+    try:
+        full = hotpatch.plan(live.code, compile(source, live.path, "exec", dont_inherit=True),
+                             live.ran)
+    except Unservable:
+        assert fast is None  # a refusal is always the whole module's plan's, with its reason
+        return
+    assert fast is not None
+    want, got = _function_swaps(full), _function_swaps(fast)
+    assert want.keys() == got.keys() and want
+    assert all(_same_code(want[k], got[k]) for k in want)
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("LIMIT = 3", "LIMIT = 4"),
+    ("    size = LIMIT", "    size = LIMIT + 1"),
+    ("def add(a, b=1):", "def add(a, b=2):\n    pass\n\n\ndef add2(a, b=1):"),
+])
+def test_an_edit_outside_one_function_is_left_to_compiling_it_all(old: str, new: str) -> None:
+    live = Live()
+    tree = __import__("ast").parse(HEAD)
+    assert hotpatch.plan_edit(live.code, tree, HEAD, edit(old, new), live.path, live.ran) \
+        is None
+
+
 @pytest.mark.parametrize("version", ["3.8", "3.9", "3.10", "3.12", "3.13"])
 def test_the_module_runs_on_other_interpreters(version: str, tmp_path: Path) -> None:
     """The image runs under the repository's interpreter, not swemill's."""
@@ -195,7 +255,7 @@ def test_the_module_runs_on_other_interpreters(version: str, tmp_path: Path) -> 
         pytest.skip(f"no Python {version} on this machine")
     script = tmp_path / "check.py"
     script.write_text(textwrap.dedent(f'''
-        import gc, importlib.util, sys
+        import ast, gc, importlib.util, sys
         spec = importlib.util.spec_from_file_location("hp", {str(hotpatch.__file__)!r})
         hp = importlib.util.module_from_spec(spec); spec.loader.exec_module(hp)
         head = {HEAD!r}
@@ -205,6 +265,12 @@ def test_the_module_runs_on_other_interpreters(version: str, tmp_path: Path) -> 
         new = compile(head.replace("return a + b", "return a - b"), "/v/mod.py", "exec",
                       dont_inherit=True)
         swaps = hp.plan(code, new, set())
+        moved = head.replace("i = 0", "i = 0\\n    i = i")  # below the class: 3.13 moves it
+        full = hp.plan(code, compile(moved, "/v/mod.py", "exec", dont_inherit=True), set())
+        fast = hp.plan_edit(code, ast.parse(head), head, moved, "/v/mod.py", set())
+        pairs = lambda swaps: sorted((o.co_firstlineno, n.co_firstlineno, n.co_code)
+                                     for o, n in swaps if o.co_flags & 1)
+        assert len(pairs(fast)) >= 3 and pairs(fast) == pairs(full), (pairs(fast), pairs(full))
         functions, suspended = hp.index_functions(gc.get_objects(), {{"/v/mod.py"}})
         hp.apply(swaps, functions, suspended)
         assert ns["add"](2) == 1, ns["add"](2)

@@ -20,15 +20,27 @@ imported the broken tree -- provided that
 object, line numbers aside, and raises :class:`Unservable` when any of it does not hold; the
 caller then runs the broken tree the ordinary way. Functions whose code moved to other lines
 only are swapped as well, so tracebacks quote the edited file's lines.
+
+:func:`plan_edit` gives the same answer for an edit inside one def or class without compiling
+the whole edited module (on a 4,800-line module that compilation was most of a broken run's
+cost in the image): it compiles that statement alone, as it was and as it is, and moves the
+code below it to its new lines.
 """
 
 from __future__ import annotations
+import __future__
 
+import ast
 import types
 from collections.abc import Container, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Unservable", "plan", "apply", "index_functions"]
+__all__ = ["Unservable", "plan", "plan_edit", "apply", "index_functions", "edited_lines",
+           "enclosing"]
+
+if TYPE_CHECKING:  # annotations only: this runs on Python 3.8 too
+    Swaps = list[tuple[types.CodeType, types.CodeType]]
+    Held = tuple[int, int, Any]
 
 _CO_OPTIMIZED = 0x0001  # set on function code only: module and class bodies run unoptimized
 _LINES = "co_linetable" if hasattr(types.CodeType, "co_linetable") else "co_lnotab"
@@ -127,6 +139,185 @@ def plan(old: types.CodeType, new: types.CodeType,
             walk(oc, nc, "" if o.co_name == "<module>" else name)
 
     walk(old, new, "")
+    return swaps
+
+
+def edited_lines(old: list[str], new: list[str]) -> tuple[int, int, int]:
+    """``(first, end, shift)``: lines ``[first, end)`` of ``old`` became ``new``'s
+    ``[first, end + shift)``; the lines above and below are the same in both."""
+    n = min(len(old), len(new))
+    first = 0
+    while first < n and old[first] == new[first]:
+        first += 1
+    tail = 0
+    while tail < n - first and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return first, len(old) - tail, len(new) - len(old)
+
+
+def _span(st: Any) -> tuple[int, int]:
+    """A statement's first (its first decorator's) and last line, counted from 0."""
+    return min([d.lineno for d in getattr(st, "decorator_list", [])] + [st.lineno]) - 1, \
+        st.end_lineno - 1
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def enclosing(tree: ast.Module, first: int, end: int) -> list[Held] | None:
+    """The def or class statements, outermost first, that hold head's edited lines
+    ``[first, end)`` (see :func:`edited_lines`; ``tree`` is head's): one at module level, then,
+    through class bodies, the method or class inside it. Each comes as ``(first line, last
+    line, statement)``, its lines reaching down over the blank and comment lines after it, to
+    the next statement. None when no one def or class at module level holds the edit."""
+    def holder(body: list[Any], bottom: int) -> Held | None:
+        hold = []
+        for i, st in enumerate(body):
+            lo, hi = _span(st)
+            hi = _span(body[i + 1])[0] - 1 if i + 1 < len(body) else max(hi, bottom)
+            if lo <= first and end <= hi + 1 and (lo < first or end > first):
+                hold.append((lo, hi, st))
+        return hold[0] if len(hold) == 1 else None
+
+    last = max([_span(st)[1] for st in tree.body] + [first, end])
+    found = holder(tree.body, last)
+    chain: list[Held] = []
+    while found is not None and isinstance(found[2], _DEFS):
+        chain.append(found)
+        st = found[2]
+        if not isinstance(st, ast.ClassDef):
+            break
+        found = holder(st.body, found[1])  # a method's edit: down to the method
+        if found is not None and _span(found[2])[0] <= st.lineno - 1:
+            break  # a one-line class body
+    return chain or None
+
+
+def _find(code: types.CodeType, path: list[tuple[str, int]]) -> types.CodeType | None:
+    """The code nested in ``code`` along ``path`` (name and first line at each level)."""
+    for name, line in path:
+        kids = [c for c in _children(code) if c.co_name == name and c.co_firstlineno == line]
+        if len(kids) != 1:
+            return None
+        code = kids[0]
+    return code
+
+
+def _graft(code: types.CodeType, path: list[tuple[str, int]],
+           live: types.CodeType) -> types.CodeType:
+    """``code`` with the code at ``path`` replaced by ``live``."""
+    if not path:
+        return live
+    name, line = path[0]
+    return code.replace(co_consts=tuple(
+        _graft(c, path[1:], live)
+        if isinstance(c, types.CodeType) and c.co_name == name and c.co_firstlineno == line
+        else c for c in code.co_consts))
+
+
+def _shifted(code: types.CodeType, shift: int,
+             memo: dict[int, types.CodeType]) -> types.CodeType:
+    """``code`` and all the code in it, ``shift`` lines further down (line tables are
+    relative to the first line)."""
+    new = memo.get(id(code))
+    if new is None:
+        consts = tuple(_shifted(c, shift, memo) if isinstance(c, types.CodeType) else c
+                       for c in code.co_consts)
+        new = memo[id(code)] = code.replace(co_firstlineno=code.co_firstlineno + shift,
+                                            co_consts=consts)
+    return new
+
+
+def _below(code: types.CodeType, line: int, out: list[types.CodeType]) -> None:
+    """Every code object in ``code`` that starts below ``line`` (counted from 1)."""
+    for c in _children(code):
+        if c.co_firstlineno > line:
+            out.append(c)
+        _below(c, line, out)
+
+
+_IMPORTED: dict[tuple[int, str], frozenset[str]] = {}
+
+
+def _imported(code: types.CodeType, text: str, filename: str) -> frozenset[str]:
+    """The module-level names of ``text`` that an import binds: the compiler loads a method
+    of an imported module as an attribute, so the stand-in module must import them too.
+    Worked out once per module code."""
+    key = (id(code), filename)
+    names = _IMPORTED.get(key)
+    if names is None:
+        import symtable
+
+        top = symtable.symtable(text, filename, "exec")
+        names = _IMPORTED[key] = frozenset(s.get_name() for s in top.get_symbols()
+                                           if s.is_imported())
+    return names
+
+
+def _future_flags(code: types.CodeType) -> int:
+    flags = 0
+    for name in __future__.all_feature_names:
+        flag = getattr(__future__, name).compiler_flag
+        if code.co_flags & flag:
+            flags |= flag
+    return flags
+
+
+def plan_edit(old: types.CodeType, tree: ast.Module, head: str, new: str, filename: str,
+              ran: Container[int]) -> Swaps | None:
+    """:func:`plan` for module code ``old``, compiled from the text ``head`` (``tree`` is its
+    parse), edited into ``new``, compiling only the def or class that holds the edit.
+
+    Outside that statement the two texts are the same, only shifted, so the rest of the
+    module compiles to head's code at new line numbers. The statement is compiled twice, as
+    it was and as it is, at its own lines and inside stand-ins for its enclosing classes (the
+    same names: the same qualified names, name mangling and ``__class__`` cell); its head
+    compilation must equal the live code, or this says None. None too when the edit is not
+    inside one def or class, when the statement does not compile, and when the edit is not
+    servable: the caller then compiles the whole module and calls :func:`plan`, which says
+    why. Both texts have ``\n`` line ends.
+    """
+    old_lines, new_lines = head.split("\n"), new.split("\n")
+    first, end, shift = edited_lines(old_lines, new_lines)
+    if first == end and not shift:
+        return []
+    chain = enclosing(tree, first, end)
+    if chain is None:
+        return None
+    lo, hi, st = chain[-1]
+    classes = [c for _, _, c in chain[:-1]]
+    top = lo - len(classes)  # the classes' stand-ins on the lines right above the statement
+    if top < 1:
+        return None
+    imported = sorted(_imported(old, head, filename))
+    above = [f"import {', '.join(imported)}" if imported else ""] + [""] * (top - 1) + [
+        f"{old_lines[c.lineno - 1][:c.col_offset]}class {c.name}:" for c in classes]
+    flags = _future_flags(old)
+    try:
+        was = compile("\n".join(above + old_lines[lo:hi + 1]) + "\n", filename, "exec",
+                      flags, dont_inherit=True)
+        now = compile("\n".join(above + new_lines[lo:hi + shift + 1]) + "\n", filename, "exec",
+                      flags, dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    path = [(c.name, _span(c)[0] + 1) for c in [*classes, st]]
+    stand_in = [(c.name, top + i + 1) for i, c in enumerate(classes)] + [(path[-1])]
+    live, twin = _find(old, path), _find(was, stand_in)
+    if live is None or twin is None or live != twin or live.co_filename != twin.co_filename \
+            or getattr(live, "co_qualname", None) != getattr(twin, "co_qualname", None):
+        return None
+    try:
+        swaps = plan(_graft(was, stand_in, live), now, ran)
+    except Unservable:
+        return None  # the whole module's plan says why (3.13's class attributes, say)
+    if shift:
+        moved: list[types.CodeType] = []
+        _below(old, hi + 1, moved)
+        if any(not code.co_flags & _CO_OPTIMIZED and "__firstlineno__" in code.co_names
+               for code in moved):
+            return None  # 3.13 and on: a class body below keeps its first line as a constant
+        memo: dict[int, types.CodeType] = {}
+        swaps += [(c, _shifted(c, shift, memo)) for c in moved]
     return swaps
 
 

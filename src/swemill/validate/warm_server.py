@@ -445,43 +445,13 @@ class _AstCache:
     def _edited_linenos(self, head: str, new: str) -> list[int] | None:
         import ast
 
+        hotpatch = _hotpatch()
         old_lines, new_lines = head.split("\n"), new.split("\n")
-        n = min(len(old_lines), len(new_lines))
-        first = 0
-        while first < n and old_lines[first] == new_lines[first]:
-            first += 1
-        tail = 0
-        while tail < n - first and old_lines[-1 - tail] == new_lines[-1 - tail]:
-            tail += 1
-        end = len(old_lines) - tail  # head's lines [first, end) became new's [first, end+shift)
-        shift = len(new_lines) - len(old_lines)
-        defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-        def span(st: Any) -> tuple[int, int]:
-            return min([d.lineno for d in getattr(st, "decorator_list", [])] + [st.lineno]) - 1, \
-                st.end_lineno - 1
-
-        def holder(body: list[Any], bottom: int) -> tuple[int, int, Any] | None:
-            """The one statement of ``body`` whose lines, with the blank and comment lines
-            below it (down to the next statement, or to ``bottom``), hold the edit."""
-            hold = []
-            for i, st in enumerate(body):
-                lo, hi = span(st)
-                hi = span(body[i + 1])[0] - 1 if i + 1 < len(body) else max(hi, bottom)
-                if lo <= first and end <= hi + 1 and (lo < first or end > first):
-                    hold.append((lo, hi, st))
-            return hold[0] if len(hold) == 1 else None
-
-        found = holder(self._head_tree(head).body, len(old_lines) - 1)
-        while found is not None and isinstance(found[2], ast.ClassDef):
-            inner = holder(found[2].body, found[1])  # a method's edit: parse the method alone
-            if inner is None or not isinstance(inner[2], defs) or \
-                    span(inner[2])[0] <= found[2].lineno - 1:
-                break
-            found = inner
-        if found is None or not isinstance(found[2], defs):
+        first, end, shift = hotpatch.edited_lines(old_lines, new_lines)
+        chain = hotpatch.enclosing(self._head_tree(head), first, end)
+        if chain is None:
             return None
-        lo, hi, st = found
+        lo, hi, st = chain[-1]
         text = "\n".join(new_lines[lo:hi + shift + 1])
         indented = st.col_offset > 0  # a method: parse it as the body of an "if"
         tree = ast.parse(f"if 1:\n{text}" if indented else text, "source", "exec")
@@ -532,15 +502,21 @@ class _AstCache:
 _ASTS = _AstCache()
 
 
-def _load_hotpatch() -> Any:
+_HOTPATCH: Any = None
+
+
+def _hotpatch() -> Any:
     """:mod:`hotpatch`, from the file next to this one (no package here, and the script's
     own directory is taken off ``sys.path`` so it cannot shadow the project's modules)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hotpatch.py")
-    spec = importlib.util.spec_from_file_location("swemill_hotpatch", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    global _HOTPATCH
+    if _HOTPATCH is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hotpatch.py")
+        spec = importlib.util.spec_from_file_location("swemill_hotpatch", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _HOTPATCH = module
+    return _HOTPATCH
 
 
 class _Lines:
@@ -590,6 +566,17 @@ def _report_text(data: bytes) -> str:
         return "\n".join(line.rstrip() for line in fh.readlines())
 
 
+def _decoded(data: bytes) -> str:
+    """Source bytes as the compiler reads them: decoded by their coding cookie (or BOM),
+    every line end made ``\n``."""
+    import io
+    import tokenize
+
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    with io.TextIOWrapper(io.BytesIO(data), encoding, newline=None) as fh:
+        return fh.read()
+
+
 def _source_text(path: str) -> str | None:
     """:func:`_report_text` of a file; None if unreadable."""
     try:
@@ -625,7 +612,7 @@ class _HeadImage:
         self.ran: set[int] = set()
         """Ids of the code that ran before the fork (kept alive in ``self.ran_code``)."""
         self.ran_code: list[Any] = []
-        self.hotpatch = _load_hotpatch()
+        self.hotpatch = _hotpatch()
         self.session: Any = None
         self.items: dict[str, Any] = {}
         self.functions: dict[int, list[Any]] = {}
@@ -634,6 +621,8 @@ class _HeadImage:
         """Digests (as :class:`_AstCache` takes them) of the head's test and project files."""
         self.texts: dict[str, str] = {}
         """Real path -> head text (as :class:`_AstCache` takes it) of the project's modules."""
+        self.sources: dict[str, str] = {}
+        """Real path -> head source (:func:`_decoded`) of the project's modules."""
         self._real: tuple[dict[str, tuple[str, list[Any]]], set[str]] | None = None
 
     def loop(self, session: Any) -> None:
@@ -659,6 +648,10 @@ class _HeadImage:
             self.known = {_digest(t) for t in texts.values() if t is not None}
             self.texts = {os.path.realpath(f): t for f, t in texts.items()
                           if f in modules and t is not None}
+            for real in self.texts:
+                with contextlib.suppress(OSError, SyntaxError, UnicodeDecodeError), \
+                        open(real, "rb") as fh:
+                    self.sources[real] = _decoded(fh.read())
             with contextlib.suppress(Exception):  # inspect maps files to modules once, here
                 import inspect
 
@@ -702,10 +695,18 @@ class _HeadImage:
             name, codes = compiled[real]
             with open(real, "rb") as fh:
                 data = fh.read()
-            new = compile(data, name, "exec", dont_inherit=True)
-            for old in codes:
-                swaps += self.hotpatch.plan(old, new, self.ran)
-            head = self.texts.get(real)
+            head, source = self.texts.get(real), self.sources.get(real)
+            edit = None
+            if len(codes) == 1 and head is not None and source is not None:
+                with contextlib.suppress(SyntaxError, UnicodeDecodeError):
+                    edit = self.hotpatch.plan_edit(codes[0], _ASTS._head_tree(head), source,
+                                                   _decoded(data), name, self.ran)
+            if edit is not None:
+                swaps += edit
+            else:  # compile it all
+                new = compile(data, name, "exec", dont_inherit=True)
+                for old in codes:
+                    swaps += self.hotpatch.plan(old, new, self.ran)
             with contextlib.suppress(SyntaxError, UnicodeDecodeError):
                 text = _report_text(data)
                 tree = _ASTS.stand_in(head, text) if head is not None else None
