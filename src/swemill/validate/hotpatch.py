@@ -236,14 +236,14 @@ def _below(code: types.CodeType, line: int, out: list[types.CodeType]) -> None:
         _below(c, line, out)
 
 
-_IMPORTED: dict[tuple[int, str], frozenset[str]] = {}
+_IMPORTED: dict[tuple[int, str, str], frozenset[str]] = {}
 
 
 def _imported(code: types.CodeType, text: str, filename: str) -> frozenset[str]:
     """The module-level names of ``text`` that an import binds: the compiler loads a method
     of an imported module as an attribute, so the stand-in module must import them too.
-    Worked out once per module code."""
-    key = (id(code), filename)
+    Worked out once per module code and text."""
+    key = (id(code), filename, text)
     names = _IMPORTED.get(key)
     if names is None:
         import symtable
@@ -301,7 +301,7 @@ def plan_edit(old: types.CodeType, tree: ast.Module, head: str, new: str, filena
     except (SyntaxError, ValueError):
         return None
     path = [(c.name, _span(c)[0] + 1) for c in [*classes, st]]
-    stand_in = [(c.name, top + i + 1) for i, c in enumerate(classes)] + [(path[-1])]
+    stand_in = [(c.name, top + i + 1) for i, c in enumerate(classes)] + [path[-1]]
     live, twin = _find(old, path), _find(was, stand_in)
     if live is None or twin is None or live != twin or live.co_filename != twin.co_filename \
             or getattr(live, "co_qualname", None) != getattr(twin, "co_qualname", None):
