@@ -466,14 +466,11 @@ class _AstCache:
         mine = [v + base for v in self._linenos(body[0])]
         return sorted([v for v in old if v < lo] + mine + [v + shift for v in old if v > hi])
 
-    def install(self, root: str) -> None:
-        self.root = root
+    def detect(self) -> None:
+        """Learn how this pytest finds statement lines (nothing of pytest's is changed)."""
         try:
-            from _pytest._code import code, source
+            from _pytest._code import source
         except ImportError:
-            return
-        original = getattr(source, "getstatementrange_ast", None)
-        if original is None or getattr(code, "getstatementrange_ast", None) is not original:
             return
         self._linenos = getattr(source, "_statement_linenos", None)
         if self._linenos is not None:  # pytest reads the statement lines a tree carries?
@@ -483,6 +480,17 @@ class _AstCache:
                 probe, mark = ast.Module(body=[], type_ignores=[]), [7]
                 probe._pytest_statement_linenos = mark  # type: ignore[attr-defined]
                 self._memo = self._linenos(probe) is mark
+
+    def install(self, root: str) -> None:
+        self.root = root
+        try:
+            from _pytest._code import code, source
+        except ImportError:
+            return
+        original = getattr(source, "getstatementrange_ast", None)
+        if original is None or getattr(code, "getstatementrange_ast", None) is not original:
+            return
+        self.detect()
         cache = self
 
         def getstatementrange_ast(lineno, src, assertion=False, astnode=None):  # noqa: ANN001, ANN202, FBT002
