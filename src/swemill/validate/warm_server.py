@@ -562,21 +562,9 @@ def _inside(path: str, root: str) -> bool:
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def _report_text(data: bytes) -> str:
-    """A source file's text as pytest reads it for a report, the key of :class:`_AstCache`:
-    its lines through the tokenizer's decoding (as :mod:`linecache` reads them), trailing
-    whitespace stripped. Raises SyntaxError or UnicodeDecodeError on an undecodable file."""
-    import io
-    import tokenize
-
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    with io.TextIOWrapper(io.BytesIO(data), encoding, line_buffering=True) as fh:
-        return "\n".join(line.rstrip() for line in fh.readlines())
-
-
 def _decoded(data: bytes) -> str:
     """Source bytes as the compiler reads them: decoded by their coding cookie (or BOM),
-    every line end made ``\n``."""
+    every line end made ``\n``. Raises SyntaxError or UnicodeDecodeError when it cannot."""
     import io
     import tokenize
 
@@ -585,11 +573,19 @@ def _decoded(data: bytes) -> str:
         return fh.read()
 
 
-def _source_text(path: str) -> str | None:
-    """:func:`_report_text` of a file; None if unreadable."""
+def _report_text(source: str) -> str:
+    """A decoded source as pytest reads it for a report, the key of :class:`_AstCache`: its
+    lines (as :mod:`linecache` reads them), trailing whitespace stripped."""
+    import io
+
+    return "\n".join(line.rstrip() for line in io.StringIO(source, newline="\n").readlines())
+
+
+def _read_source(path: str) -> str | None:
+    """:func:`_decoded` of a file; None if unreadable."""
     try:
         with open(path, "rb") as fh:
-            return _report_text(fh.read())
+            return _decoded(fh.read())
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
 
@@ -652,14 +648,12 @@ class _HeadImage:
                                                                           files)
             modules = {f for f in files if _inside(f, self.workdir)}
             ours = {str(getattr(i, "path", None) or i.fspath) for i in session.items} | modules
-            texts = {f: _source_text(f) for f in sorted(ours)}
-            self.known = {_digest(t) for t in texts.values() if t is not None}
-            self.texts = {os.path.realpath(f): t for f, t in texts.items()
-                          if f in modules and t is not None}
-            for real in self.texts:
-                with contextlib.suppress(OSError, SyntaxError, UnicodeDecodeError), \
-                        open(real, "rb") as fh:
-                    self.sources[real] = _decoded(fh.read())
+            read = {f: _read_source(f) for f in sorted(ours)}
+            sources = {f: source for f, source in read.items() if source is not None}
+            texts = {f: _report_text(source) for f, source in sources.items()}
+            self.known = {_digest(t) for t in texts.values()}
+            self.texts = {os.path.realpath(f): t for f, t in texts.items() if f in modules}
+            self.sources = {os.path.realpath(f): s for f, s in sources.items() if f in modules}
             with contextlib.suppress(Exception):  # inspect maps files to modules once, here
                 import inspect
 
@@ -704,20 +698,23 @@ class _HeadImage:
             with open(real, "rb") as fh:
                 data = fh.read()
             head, source = self.texts.get(real), self.sources.get(real)
+            try:
+                edited: str | None = _decoded(data)
+            except (SyntaxError, UnicodeDecodeError):
+                edited = None  # compile() below says what is wrong with it
             edit = None
-            if len(codes) == 1 and head is not None and source is not None:
-                with contextlib.suppress(SyntaxError, UnicodeDecodeError):
-                    edit = self.hotpatch.plan_edit(codes[0], _ASTS._head_tree(head), source,
-                                                   _decoded(data), name, self.ran)
+            if len(codes) == 1 and head is not None and source is not None and edited:
+                edit = self.hotpatch.plan_edit(codes[0], _ASTS._head_tree(head), source,
+                                               edited, name, self.ran)
             if edit is not None:
                 swaps += edit
             else:  # compile it all
                 new = compile(data, name, "exec", dont_inherit=True)
                 for old in codes:
                     swaps += self.hotpatch.plan(old, new, self.ran)
-            with contextlib.suppress(SyntaxError, UnicodeDecodeError):
-                text = _report_text(data)
-                tree = _ASTS.stand_in(head, text) if head is not None else None
+            if head is not None and edited is not None:
+                text = _report_text(edited)
+                tree = _ASTS.stand_in(head, text)
                 if tree is not None:
                     trees[text] = tree
         return swaps, trees
