@@ -385,7 +385,7 @@ class _AstCache:
     def _note(self, content: str) -> None:
         """Leave the text where the parent can find it; say so if an earlier child did."""
         data = content.encode("utf-8", "surrogatepass")
-        digest = _digest(content)
+        digest = hashlib.sha256(data).hexdigest()
         self.noted.append(digest)
         path = self._path(digest)
         if os.path.exists(path):
@@ -436,7 +436,8 @@ class _AstCache:
         node._pytest_statement_linenos = values  # type: ignore[attr-defined]
         return node
 
-    def _head_tree(self, head: str) -> Any:
+    def head_tree(self, head: str) -> Any:
+        """The parse of a head text (parsed once)."""
         tree = self.heads.get(head) or self.trees.get(head)
         if tree is None:
             tree = self.heads[head] = self._parse(head)
@@ -448,7 +449,8 @@ class _AstCache:
         hotpatch = _hotpatch()
         old_lines, new_lines = head.split("\n"), new.split("\n")
         first, end, shift = hotpatch.edited_lines(old_lines, new_lines)
-        chain = hotpatch.enclosing(self._head_tree(head), first, end)
+        head_tree = self.head_tree(head)
+        chain = hotpatch.enclosing(head_tree, first, end)
         if chain is None:
             return None
         lo, hi, st = chain[-1]
@@ -462,7 +464,7 @@ class _AstCache:
             body, base = body[0].body, lo - 1
         if len(body) != 1 or type(body[0]) is not type(st):
             return None  # the rest of the text parsed is blank lines and comments
-        old = self._linenos(self._head_tree(head))
+        old = self._linenos(head_tree)
         mine = [v + base for v in self._linenos(body[0])]
         return sorted([v for v in old if v < lo] + mine + [v + shift for v in old if v > hi])
 
@@ -704,7 +706,7 @@ class _HeadImage:
                 edited = None  # compile() below says what is wrong with it
             edit = None
             if len(codes) == 1 and head is not None and source is not None and edited:
-                edit = self.hotpatch.plan_edit(codes[0], _ASTS._head_tree(head), source,
+                edit = self.hotpatch.plan_edit(codes[0], _ASTS.head_tree(head), source,
                                                edited, name, self.ran)
             if edit is not None:
                 swaps += edit
