@@ -8,32 +8,52 @@ names the merged span) and replaced by typed placeholders such as ``<REDACTED:gi
 Decisions a user should know about:
 
 * IP addresses: every valid address is redacted except loopback (127.0.0.0/8, ::1), the
-  unspecified address (0.0.0.0, ::) and netmask-like values (255.x.x.x), which identify no
-  one. Private ranges (10/8, 172.16/12, 192.168/16) are redacted: they map a user's network.
+  unspecified address (0.0.0.0, ::), netmask-like values (255.x.x.x) and the documentation
+  ranges (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32), multicast and reserved
+  blocks, and network addresses written as such (``10.0.0.0/8``), which identify no one.
+  Private ranges (10/8, 172.16/12, 192.168/16) are redacted: they map a user's network.
   A dotted quad after a version marker (``version = "1.2.3.4"``, ``==1.2.3.4``, ``v1.2.3.4``)
-  is a version, not an address.
+  is a version, not an address; after ``@`` it is a host (``ssh deploy@10.0.0.5``).
 * Emails: redacted, except the reserved documentation domains (example.com/.net/.org,
   ``*.example``, ``*.test``, ``*.invalid``, ``*.localhost``) and ``git@host`` SSH remotes.
 * Credentials in URLs: the ``user:password`` part is redacted unless the password is plainly
   a template (``{password}``, ``${PASS}``, ``<pass>``, ``***``).
 * The entropy rule only looks at values assigned to secret-sounding names
   (``API_KEY = "..."``, ``token: ...``); high-entropy strings elsewhere (hashes, ids) stay.
+* Passwords need no entropy: a literal assigned to a name that *ends* in a password word
+  (``DB_PASSWORD=hunter2``, ``password: "s3cret!"``, ``Password=x9;`` in a connection string) is
+  redacted. Environment-style names (``SECRET=``, ``API_TOKEN=``, upper case, no spaces) are
+  redacted whatever the value. Code is told apart by its values: ``password = get_pw()``,
+  ``token=token``, ``password: str`` and tokenizer markers (``pad_token="[PAD]"``) stay.
+* Home directories become ``~``: ``/home/alice/proj``, ``/Users/alice/x``, ``/root/proj`` and
+  ``C:\\Users\\alice\\x`` name a person or a machine's layout; the rest of the path stays.
+* A bare 40-character AWS secret key (no ``aws_secret`` label) is redacted when an AWS access
+  key id or the word "aws" stands within 300 characters of it.
+* Provider token formats that swemill has no rule of its own for (SendGrid, Twilio, Telegram,
+  Discord, Mailchimp, Square, Azure storage and the newer GitLab token kinds) use
+  detect-secrets' plugin regexes, loaded on first use.
+* ``keep`` (``scrub(text, keep={"email", "ipv4", "ipv6"})``) leaves chosen kinds in place.
 
-swemill uses its own rules rather than a line-oriented secret scanner: it needs character
-spans (to redact inside long tool outputs) and speed on every row.
+swemill runs the regexes itself rather than a line-oriented secret scanner: it needs
+character spans (to redact inside long tool outputs) and speed on every row.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import ipaddress
 import math
 import re
+import string
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ScrubResult", "RULES", "scrub", "scrub_value", "placeholder", "shannon_entropy"]
+__all__ = ["ScrubResult", "RULES", "rules", "scrub", "scrub_value", "placeholder",
+           "shannon_entropy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +131,12 @@ def _real_email(value: str, text: str, start: int) -> bool:
 
 
 _VERSION_CONTEXT = re.compile(
-    r"(?i)(?:version\w*|ver|release|python|v)\s*[=:]?\s*[\"']?$|(?:[=!<>~]=|[\^~@])\s*[\"']?$"
+    r"(?i)(?:version\w*|ver|release|python|v)\s*[=:]?\s*[\"']?$|(?:[=!<>~]=|[\^~])\s*[\"']?$"
 )
+_CIDR = re.compile(r"/(\d{1,3})\b")
+# Reserved for documentation (RFC 5737, RFC 3849): like example.com, they name no one.
+_DOC_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
+    "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"))
 
 
 def _real_ip(value: str, text: str, start: int) -> bool:
@@ -122,6 +146,13 @@ def _real_ip(value: str, text: str, start: int) -> bool:
         return False
     if addr.is_loopback or addr.is_unspecified or value.startswith("255."):
         return False
+    if (any(addr in net for net in _DOC_NETWORKS if net.version == addr.version)
+            or addr.is_multicast or addr.is_reserved or value.startswith("0.")):
+        return False
+    if prefix := _CIDR.match(text, start + len(value)):  # a network (10.0.0.0/8), not a host
+        with contextlib.suppress(ValueError):
+            net = ipaddress.ip_network(f"{value}/{prefix.group(1)}")  # strict: host bits 0
+            return net.num_addresses == 1
     if addr.version == 6:
         groups = [g for g in value.split(":") if g]
         # Slices (``x[1::2]``) and short labels parse as IPv6 too: ask for a real shape.
@@ -130,6 +161,86 @@ def _real_ip(value: str, text: str, start: int) -> bool:
 
 
 Check = Callable[[str, str, int], bool]
+
+_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
+
+
+def _name_before(text: str, end: int) -> tuple[str, bool] | None:
+    """The name assigned to at ``end`` (``NAME = `` / ``"name": `` / ``name => ``) and whether
+    spaces stand around the operator; walked back by hand (a ``$``-anchored regex search
+    would be tried at every position of the window)."""
+    i = end
+    while i > 0 and text[i - 1] in " \t":
+        i -= 1
+    after = i < end
+    if i > 0 and text[i - 1] in "=:>":
+        i -= 1
+        if i > 0 and text[i - 1] in ":=" and text[i] in "=>":
+            i -= 1
+    else:
+        return None
+    j = i
+    while j > 0 and text[j - 1] in " \t":
+        j -= 1
+    before = j < i
+    if j > 0 and text[j - 1] in "\"']":
+        j -= 1
+    k = j
+    while k > 0 and end - k < 120 and text[k - 1] in _NAME_CHARS:
+        k -= 1
+    return (text[k:j], after or before) if k < j else None
+_PASSWORD_WORD = re.compile(r"(?i)(?:password|passwd|passphrase|pwd)$")
+_NOT_VALUES = re.compile(
+    r"(?i)^(?:none|null|nil|true|false|undefined|required|optional|str|bytes|int|bool|"
+    r"secretstr|string|text|list|dict|any)$|^(?:os\.|env\b|getenv|\$|%|\.\.\.)"
+)
+_NUMBER = re.compile(r"^[\d.]+$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+_TOKENIZER_MARK = re.compile(r"^(?:\[\w+\]|<[^>]*>|</?\w*>)$")
+
+
+def _real_assigned(value: str, text: str, start: int) -> bool:
+    """A literal assigned to a password/secret/token name, told apart from code."""
+    if _TEMPLATE.match(value) or _PLACEHOLDER_WORDS.search(value) or _NOT_VALUES.search(value):
+        return False
+    quoted = start > 0 and text[start - 1] in "\"'`"
+    found = _name_before(text, start - quoted)
+    if found is None:
+        return False
+    name, spaced = found
+    if name.upper() in ("PWD", "OLDPWD"):  # the shell's working directory
+        return False
+    env_style = any(c.isalpha() for c in name) and name.upper() == name
+    password = bool(_PASSWORD_WORD.search(name))
+    if quoted:
+        if any(c.isspace() for c in value) or _TOKENIZER_MARK.match(value):
+            return False
+        if env_style or password:
+            return len(value) >= 3
+        return len(value) >= 6 and any(c.isdigit() for c in value)
+    if _NUMBER.match(value):  # an unquoted number is a setting (BYTES_PER_TOKEN = 2.0)
+        return False
+    if _IDENTIFIER.match(value):  # a variable, attribute or constant in code...
+        if env_style and not spaced:  # ...except in a shell assignment (NAME=value)
+            return True
+        return password and "." not in value and any(c.isdigit() for c in value)
+    return env_style or password or (len(value) >= 6 and any(c.isdigit() for c in value))
+
+
+_AWS_CONTEXT = re.compile(r"(?i:\baws)|\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
+
+
+def _bare_aws_secret(value: str, text: str, start: int) -> bool:
+    if not (any(c.isupper() for c in value) and any(c.islower() for c in value)
+            and any(c.isdigit() for c in value)) or shannon_entropy(value) < 4.2:
+        return False
+    return _AWS_CONTEXT.search(text, max(0, start - 300), start + len(value) + 300) is not None
+
+
+def _real_flag_value(value: str, _text: str, _start: int) -> bool:
+    value = value.strip("\"'")
+    return bool(value) and not value.startswith(("-", "$", "<", "{")) and _real_password(value)
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +260,8 @@ class Rule:
     """Extends a match to the left. Patterns start at a rare character ('@', '.', ':') and
     walk back from there, because a regex that starts with a character class is tried at
     every position of the text (several times slower on code)."""
+    replacement: str | None = None
+    """What the span becomes; ``None`` means the typed placeholder."""
 
 
 def _rule(kind: str, regex: str, needles: tuple[str, ...], back: str = "", **kw: Any) -> Rule:
@@ -191,6 +304,13 @@ RULES: tuple[Rule, ...] = (
         ("aws",),
         group="v",
         lower=True,
+    ),
+    _rule(
+        "aws_secret_key",
+        # No label: a bare 40-character key, accepted only near an AWS key id or "aws".
+        r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+        ("AKIA", "ASIA", "aws", "AWS", "Aws"),
+        check=_bare_aws_secret,
     ),
     _rule(
         "github_token",
@@ -240,6 +360,28 @@ RULES: tuple[Rule, ...] = (
         check=lambda v, _t, _s: _high_entropy(v),
     ),
     _rule(
+        "password",
+        # The keyword ends the name (``db_password =``, ``"PASSWORD":``), then a literal.
+        r"(?:passw(?:or)?d|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|"
+        r"auth[_-]?key|private[_-]?key|credentials?)[\"'\]]?[ \t]*(?::=|=>|[:=])[ \t]*"
+        r"(?:[\"'`](?P<q>[^\"'`\n]{1,200})[\"'`]|(?P<u>[^\s\"'`;,&|()\[\]{}<>]{1,200}))",
+        ("secret", "token", "passw", "pwd", "passphrase", "apikey", "api_key", "api-key",
+         "access_key", "access-key", "private_key", "private-key", "credential", "auth_key",
+         "auth-key"),
+        group=("q", "u"),
+        lower=True,
+        check=_real_assigned,
+    ),
+    _rule(
+        "password",
+        r"--(?:[\w-]*-)?(?:passw(?:or)?d|token|secret|api-?key)(?:=|[ \t]+)"
+        r"(?P<v>\"[^\"\n]{1,200}\"|'[^'\n]{1,200}'|[^\s\"'`]{1,200})",
+        ("--",),
+        group="v",
+        lower=True,
+        check=_real_flag_value,
+    ),
+    _rule(
         "email",
         r"@(?:[A-Za-z0-9-]{1,63}\.)+[A-Za-z]{2,24}(?![\w-])",
         ("@",),
@@ -260,7 +402,58 @@ RULES: tuple[Rule, ...] = (
         back=r"(?<![\w:.])[0-9A-Fa-f]{0,4}$",
         check=_real_ip,
     ),
+    _rule(
+        "home_path",
+        r"(?<![\w.~/-])(?:/home/[^/\s\"'`:;,()<>]+|/Users/[^/\s\"'`:;,()<>]+|/root(?![\w.-]))"
+        r"|\b[A-Za-z]:\\+Users\\+[^\\\s\"'`:;,()<>]+",
+        ("/home/", "/Users/", "/root", "\\Users\\"),
+        replacement="~",
+    ),
 )
+
+
+# detect-secrets plugins whose formats swemill has no rule of its own for: (module, class,
+# kind, needles, whether the first group holds the secret). Their regexes, our spans. Its
+# keyword-assignment plugins (IBM Cloud, SoftLayer, Cloudant) are left out: they cost more than
+# all other rules together on ordinary code, and the password and entropy rules cover them.
+_DETECT_SECRETS = (
+    ("sendgrid", "SendGridDetector", "sendgrid_key", ("SG.",), False),
+    ("twilio", "TwilioKeyDetector", "twilio_key", ("AC", "SK"), False),
+    ("telegram_token", "TelegramBotTokenDetector", "telegram_token", (":",), False),
+    ("discord", "DiscordBotTokenDetector", "discord_token", (".",), False),
+    ("mailchimp", "MailchimpDetector", "mailchimp_key", ("-us",), False),
+    ("square_oauth", "SquareOAuthDetector", "square_secret", ("sq0csp-",), False),
+    ("azure_storage_key", "AzureStorageKeyDetector", "azure_storage_key", ("AccountKey=",),
+     False),
+    ("gitlab_token", "GitLabTokenDetector", "gitlab_token",
+     ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "GR1348941", "glcbt-", "glimt-", "glptt-",
+      "glagent-", "gloas-"), False),
+)
+
+
+def _plugin_rules(module: str, cls: str, kind: str, needles: tuple[str, ...],
+                  grouped: bool) -> list[Rule]:
+    detector = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)()
+    out = []
+    for regex in detector.denylist:
+        lower = bool(regex.flags & re.IGNORECASE)
+        # each regex checks only the needles it spells (GitLab has seven regexes, 11 prefixes)
+        own = tuple(n for n in needles if n.rstrip("-.=") in regex.pattern) or needles
+        out.append(Rule(kind, regex, tuple(n.lower() for n in own) if lower else own,
+                        group=1 if grouped and regex.groups else 0,
+                        check=lambda v, _t, _s: _mixed(v) or len(v) >= 24, lower=lower,
+                        slow=regex))
+    return out
+
+
+@functools.cache
+def rules() -> tuple[Rule, ...]:
+    """Every rule in order: provider formats first (swemill's own, then detect-secrets',
+    imported on first use: ~0.2 s), then the contextual rules from ``url_credentials`` on; an
+    overlap is named by the earlier, more specific rule."""
+    plugins = [r for spec in _DETECT_SECRETS for r in _plugin_rules(*spec)]
+    split = next(i for i, r in enumerate(RULES) if r.kind == "url_credentials")
+    return (*RULES[:split], *plugins, *RULES[split:])
 
 
 def _group_span(m: re.Match[str], group: str | int | tuple[str, ...]) -> tuple[int, int]:
@@ -270,11 +463,13 @@ def _group_span(m: re.Match[str], group: str | int | tuple[str, ...]) -> tuple[i
     return (-1, -1)
 
 
-def _spans(text: str) -> list[tuple[int, int, int]]:
+def _spans(text: str, keep: Collection[str]) -> list[tuple[int, int, int]]:
     """``(start, end, rule index)`` for every accepted match of every rule."""
     lowered: str | None = None
     spans = []
-    for index, rule in enumerate(RULES):
+    for index, rule in enumerate(rules()):
+        if rule.kind in keep:
+            continue
         if rule.lower:
             lowered = text.lower() if lowered is None else lowered
         hay = lowered if rule.lower else text
@@ -310,32 +505,36 @@ def _merge(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     return merged
 
 
-def scrub(text: str) -> ScrubResult:
-    """Redact every secret and piece of PII in ``text``; counts per kind."""
-    spans = _merge(_spans(text)) if text else []
+def scrub(text: str, keep: Collection[str] = ()) -> ScrubResult:
+    """Redact every secret and piece of PII in ``text``; counts per kind. Kinds named in
+    ``keep`` (e.g. ``{"email", "ipv4", "ipv6"}``) are left in place."""
+    spans = _merge(_spans(text, keep)) if text else []
     if not spans:
         return ScrubResult(text, {})
+    all_rules = rules()
     parts: list[str] = []
     counts: Counter[str] = Counter()
     pos = 0
     for start, end, index in spans:
-        kind = RULES[index].kind
-        parts += (text[pos:start], placeholder(kind))
-        counts[kind] += 1
+        rule = all_rules[index]
+        parts += (text[pos:start],
+                  placeholder(rule.kind) if rule.replacement is None else rule.replacement)
+        counts[rule.kind] += 1
         pos = end
     parts.append(text[pos:])
     return ScrubResult("".join(parts), dict(counts))
 
 
-def scrub_value(value: Any, counts: Counter[str] | None = None) -> tuple[Any, Counter[str]]:
+def scrub_value(value: Any, counts: Counter[str] | None = None,
+                keep: Collection[str] = ()) -> tuple[Any, Counter[str]]:
     """Scrub every string inside nested dicts/lists (keys stay); returns the copy and counts."""
     counts = Counter() if counts is None else counts
     if isinstance(value, str):
-        result = scrub(value)
+        result = scrub(value, keep)
         counts.update(result.counts)
         return result.text, counts
     if isinstance(value, dict):
-        return {k: scrub_value(v, counts)[0] for k, v in value.items()}, counts
+        return {k: scrub_value(v, counts, keep)[0] for k, v in value.items()}, counts
     if isinstance(value, list | tuple):
-        return type(value)(scrub_value(v, counts)[0] for v in value), counts
+        return type(value)(scrub_value(v, counts, keep)[0] for v in value), counts
     return value, counts

@@ -123,8 +123,10 @@ class _Builder:
             elif kind == "tool_use" and str(b.get("id", "")) not in seen_ids:
                 call_id, name = str(b.get("id", "")), str(b.get("name", ""))
                 seen_ids.append(call_id)
-                inp = self.scrub.value(b.get("input"))
-                for call in from_claude_code(name, inp, call_id, self.cwd):
+                # Paths are made relative to the session's cwd first, then scrubbed (a home
+                # directory left in an argument becomes ``~``).
+                for call in from_claude_code(name, b.get("input"), call_id, self.cwd):
+                    call = call.model_copy(update={"args": self.scrub.value(call.args)})
                     blocks.append(ToolUseBlock(call=call, original_name=name))
         return blocks
 
