@@ -85,9 +85,20 @@ _PLACEHOLDER_WORDS = re.compile(
 _DOTTED_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 
 
+# Three or more capitalised words and no digit: a class or an API action
+# (``CanonicalNameCredentialSourcer``, ``GetResourcePolicy``), not a key.
+_CLASS_NAME = re.compile(r"^[A-Za-z]*(?:[A-Z][a-z]{2,}){3,}[A-Za-z]*$")
+_WORD_RUN = re.compile(r"(?:[A-Z][a-z]{2,}){4,}")  # ~0.05% of random 40-character keys have one
+
+
+def _word_like(value: str) -> bool:
+    return _CLASS_NAME.match(value) is not None and not any(c.isdigit() for c in value)
+
+
 def _high_entropy(value: str) -> bool:
     """A random-looking token: long, mixed characters, high entropy, not a placeholder."""
-    if len(value) < 16 or _DOTTED_NAME.match(value) or _PLACEHOLDER_WORDS.search(value):
+    if (len(value) < 16 or _DOTTED_NAME.match(value) or _PLACEHOLDER_WORDS.search(value)
+            or _word_like(value)):
         return False
     if not any(c.isdigit() for c in value) and (value.islower() or value.isupper()):
         return False  # words and CONSTANT_NAMES, not keys
@@ -102,7 +113,7 @@ def _mixed(value: str) -> bool:
 
 _TEMPLATE = re.compile(
     r"^(?:\{[^}]*\}|\$\{?\w+\}?|<[^>]*>|\*+|%s|%\(\w+\)s|x+|"
-    r"(?:my|your)?(?:password|passwd|pass|pwd|token|secret|key))$",
+    r"(?:my|your)?(?:password|passwd|pass|pwd|token|secret|key)|foo|bar|baz|qux|foobar)$",
     re.I,
 )
 
@@ -131,7 +142,7 @@ def _real_email(value: str, text: str, start: int) -> bool:
 
 
 _VERSION_CONTEXT = re.compile(
-    r"(?i)(?:version\w*|ver|release|python|v)\s*[=:]?\s*[\"']?$|(?:[=!<>~]=|[\^~])\s*[\"']?$"
+    r"(?i)(?:version\w*|ver|release|python|section|rfc|v)\s*[=:]?\s*[\"']?$|(?:[=!<>~]=|[\^~])\s*[\"']?$"
 )
 _CIDR = re.compile(r"/(\d{1,3})\b")
 # Reserved for documentation (RFC 5737, RFC 3849): like example.com, they name no one.
@@ -188,6 +199,8 @@ def _name_before(text: str, end: int) -> tuple[str, bool] | None:
     k = j
     while k > 0 and end - k < 120 and text[k - 1] in _NAME_CHARS:
         k -= 1
+    if k < j and k > 0 and text[k - 1] == ":":  # a field of ``arn:aws:...:secret:x``
+        return None
     return (text[k:j], after or before) if k < j else None
 _PASSWORD_WORD = re.compile(r"(?i)(?:password|passwd|passphrase|pwd)$")
 _NOT_VALUES = re.compile(
@@ -195,13 +208,15 @@ _NOT_VALUES = re.compile(
     r"secretstr|string|text|list|dict|any)$|^(?:os\.|env\b|getenv|\$|%|\.\.\.)"
 )
 _NUMBER = re.compile(r"^[\d.]+$")
+_LETTER_NAME = re.compile(r"^[A-Za-z_]+$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
 _TOKENIZER_MARK = re.compile(r"^(?:\[\w+\]|<[^>]*>|</?\w*>)$")
 
 
 def _real_assigned(value: str, text: str, start: int) -> bool:
     """A literal assigned to a password/secret/token name, told apart from code."""
-    if _TEMPLATE.match(value) or _PLACEHOLDER_WORDS.search(value) or _NOT_VALUES.search(value):
+    if (_TEMPLATE.match(value) or _PLACEHOLDER_WORDS.search(value) or _NOT_VALUES.search(value)
+            or value[0] in "=>"):  # ``password == x``, ``token => x``: comparisons, arrows
         return False
     quoted = start > 0 and text[start - 1] in "\"'`"
     found = _name_before(text, start - quoted)
@@ -215,8 +230,10 @@ def _real_assigned(value: str, text: str, start: int) -> bool:
     if quoted:
         if any(c.isspace() for c in value) or _TOKENIZER_MARK.match(value):
             return False
-        if env_style or password:
+        if password:
             return len(value) >= 3
+        if env_style:  # ACCESS_KEY = 'AWS_ACCESS_KEY_ID' names a variable
+            return len(value) >= 3 and not _LETTER_NAME.match(value)
         return len(value) >= 6 and any(c.isdigit() for c in value)
     if _NUMBER.match(value):  # an unquoted number is a setting (BYTES_PER_TOKEN = 2.0)
         return False
@@ -232,7 +249,8 @@ _AWS_CONTEXT = re.compile(r"(?i:\baws)|\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
 
 def _bare_aws_secret(value: str, text: str, start: int) -> bool:
     if not (any(c.isupper() for c in value) and any(c.islower() for c in value)
-            and any(c.isdigit() for c in value)) or shannon_entropy(value) < 4.2:
+            and any(c.isdigit() for c in value)) or shannon_entropy(value) < 4.2 \
+            or _WORD_RUN.search(value):
         return False
     return _AWS_CONTEXT.search(text, max(0, start - 300), start + len(value) + 300) is not None
 
