@@ -233,6 +233,6 @@ def test_tool_results_given_as_blocks_keep_text_and_mark_images(tmp_path: Path) 
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVB"}},
     ]}, {"type": "text", "text": "what is it?"}])
     _, states, trajs = _run(w.write(tmp_path / "blocks.jsonl"))
-    assert states[0].results[0].content == "Image read\n[image omitted]"
+    assert states[0].results[0].content == "Image read\n[image: image/png]"
     roles = [m.role for m in next(iter(trajs.values())).messages]
     assert roles == ["user", "assistant", "tool", "user"]  # results and text split apart

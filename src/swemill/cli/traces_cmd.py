@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from swemill.cli._common import emit_json
+from swemill.policies.prices import Price
 
 traces_app = typer.Typer(help="Import agent session logs and trajectories.", no_args_is_help=True)
 
@@ -22,6 +23,9 @@ def ingest_cmd(
     max_line_mb: float = typer.Option(
         32.0, "--max-line-mb", help="Quarantine JSONL lines (and whole .traj files) above this."
     ),
+    prices: Path | None = typer.Option(  # noqa: B008
+        None, "--prices", help="JSON price table for models swemill does not know: "
+        '{"model-prefix": "IN,OUT"} in $ per million tokens.'),
     json_out: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:
     """One state per assistant turn and one trajectory per session, in the canonical IR."""
@@ -33,9 +37,14 @@ def ingest_cmd(
 
     if max_line_mb <= 0:
         fail("--max-line-mb must be positive")
-    opts = IngestOptions(keep_thinking=not no_thinking, max_line_bytes=int(max_line_mb * 2**20))
+    opts = IngestOptions(keep_thinking=not no_thinking, max_line_bytes=int(max_line_mb * 2**20),
+                         prices=_price_table(prices) if prices is not None else {})
     result = ingest(paths, Store.open(out), run_id, opts)
     counts = result.counts
+    if counts.unpriced:
+        listed = ", ".join(f"{m} ({n} turns)" for m, n in sorted(counts.unpriced.items()))
+        typer.echo(f"warning: no price for {listed}: costed at $0; pass --prices FILE",
+                   err=True)
     if json_out:
         emit_json({"run_id": result.run_id, "counts": counts, "shards": result.shards})
         return
@@ -43,6 +52,22 @@ def ingest_cmd(
         console.print("[yellow]warning:[/] secrets scrubbing is not available yet; "
                       "texts were stored as found")
     _print_counts(result.run_id, counts, out)
+
+
+def _price_table(path: Path) -> dict[str, Price]:
+    import json
+
+    from swemill.cli._common import fail
+    from swemill.core.errors import ConfigError
+    from swemill.policies.prices import parse_price
+
+    try:
+        raw = json.loads(path.read_text())
+        if not isinstance(raw, dict):
+            raise ValueError("not an object")
+        return {str(model): parse_price(str(price)) for model, price in raw.items()}
+    except (OSError, ValueError, ConfigError) as exc:
+        fail(f"--prices {path}: {exc} (expected {{\"model-prefix\": \"IN,OUT\"}})")
 
 
 def _print_counts(run_id: str, counts: object, out: str) -> None:
@@ -57,10 +82,11 @@ def _print_counts(run_id: str, counts: object, out: str) -> None:
     for key in ("files", "sessions", "subagent_sessions", "sidechains", "branches",
                 "trajectories", "assistant_turns", "tool_calls", "tool_errors",
                 "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-                "lines", "quarantined", "quarantined_files"):
+                "lines", "quarantined", "quarantined_files", "reattached",
+                "redacted_thinking", "images"):
         table.add_row(key, str(c[key]))
     table.add_row("cost_usd", f"{c['cost_usd']:.4f}")
-    for group in ("skipped_types", "dropped"):
+    for group in ("skipped_types", "dropped", "unpriced"):
         for k, v in sorted(c[group].items()):
             table.add_row(f"{group}.{k}", str(v))
     console.print(table)

@@ -192,6 +192,9 @@ class ThinkingBlock(_Record):
     text: str
     signature: str | None = None
     """Provider signature of the reasoning (Anthropic), needed to send the block back."""
+    redacted: bool = False
+    """Reasoning the provider returned encrypted (Anthropic ``redacted_thinking``): ``text`` is
+    empty and ``signature`` holds the opaque ``data``, kept so the turn can be sent back."""
 
 
 class ToolUseBlock(_Record):

@@ -21,7 +21,7 @@ from swemill.core.records import (
     Usage,
 )
 from swemill.core.toolmap import from_claude_code
-from swemill.policies.prices import cost_of, lookup_price
+from swemill.policies.prices import Price, cost_of
 from swemill.traces.scrub_hook import Scrubber
 
 __all__ = ["Node", "Turn", "PathMessages", "to_messages", "SYNTHETIC_MODEL"]
@@ -76,9 +76,9 @@ _USAGE_FIELDS = {
 }
 
 
-def turn_usage(turn: Turn, cost_usd: float | None) -> Usage:
+def turn_usage(turn: Turn, cost_usd: float | None, price: Price | None) -> Usage:
     usage = Usage(**{ours: turn.usage_raw.get(theirs, 0) for theirs, ours in _USAGE_FIELDS.items()})
-    cost, _ = cost_of(usage, lookup_price(turn.model), cost_usd)
+    cost, _ = cost_of(usage, price, cost_usd)
     return usage.model_copy(update={"cost_usd": cost})
 
 
@@ -91,6 +91,14 @@ def _merge_usage(into: dict[str, int], usage: Any) -> None:
             into[key] = value
 
 
+def placeholder(block: dict[str, Any]) -> str:
+    """A typed stand-in for a block whose bytes are not kept: ``[image: image/png]``."""
+    kind = str(block.get("type", "block"))
+    source = block.get("source")
+    media = source.get("media_type") if isinstance(source, dict) else None
+    return f"[{kind}: {media}]" if media else f"[{kind} omitted]"
+
+
 def _result_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -100,7 +108,7 @@ def _result_text(content: Any) -> str:
             if isinstance(block, dict) and block.get("type") == "text":
                 parts.append(str(block.get("text", "")))
             elif isinstance(block, dict):
-                parts.append(f"[{block.get('type', 'block')} omitted]")
+                parts.append(placeholder(block))
         return "\n".join(parts)
     return "" if content is None else str(content)
 
@@ -120,6 +128,11 @@ class _Builder:
             elif kind == "thinking" and self.keep_thinking:
                 text = self.scrub.text(str(b.get("thinking", "")))
                 blocks.append(ThinkingBlock(text=text, signature=b.get("signature")))
+            elif kind == "redacted_thinking" and self.keep_thinking:
+                blocks.append(ThinkingBlock(text="", signature=str(b.get("data", "")),
+                                            redacted=True))
+            elif kind == "image":
+                blocks.append(TextBlock(text=placeholder(b)))
             elif kind == "tool_use" and str(b.get("id", "")) not in seen_ids:
                 call_id, name = str(b.get("id", "")), str(b.get("name", ""))
                 seen_ids.append(call_id)
@@ -166,7 +179,7 @@ class _Builder:
             elif kind == "text" and b.get("text"):
                 texts.append(TextBlock(text=self.scrub.text(str(b["text"]))))
             elif kind:
-                texts.append(TextBlock(text=f"[{kind} omitted]"))
+                texts.append(TextBlock(text=placeholder(b)))
         if results:
             self.out.messages.append(Message(role="tool", content=results))
         if texts:

@@ -4,8 +4,9 @@ Rules, in the order they apply:
 
 - A node's parent is ``parentUuid``; when that is null and ``logicalParentUuid`` is set
   (compaction resets the parent), the logical parent is used, so the chain runs through.
-- In the main group a parent that is not in the file (a quarantined line, a resumed session)
-  falls back to the node written just before. A file with no parent links at all (older
+- In the main group a parent that is not in the file (a quarantined line, a resumed session,
+  a line an exporter lost) falls back to the node written just before: it is *reattached*
+  and counted, so a lost line never splits a conversation. A file with no parent links at all (older
   logs, test data) is read as one linear conversation in file order. Otherwise a null parent
   is a root: a rewind to the very first prompt starts a second root, i.e. a branch.
 - Sidechain nodes (``isSidechain``) form their own group; there a null or foreign parent

@@ -1,25 +1,37 @@
 """Claude Code session logs (``~/.claude/projects/<project>/<session>.jsonl``) -> traces.
 
-A file is read line by line (:mod:`swemill.traces.lines`); only one session's records are
-held at a time, so memory follows the largest session, never the corpus. ``user`` and
-``assistant`` records become messages; other records that carry a ``uuid`` (``system``,
-``attachment``, ``progress``, ...) stay in the tree so parent links hold, and are counted as
-skipped; records without one (``summary``, ``file-history-snapshot``, ``queue-operation``,
-``ai-title``, anything unknown) are counted and skipped. See :mod:`swemill.traces.cc_tree`
-for the main chain, rewind branches and sidechains, and :mod:`swemill.traces.cc_messages`
-for the merge of a response's lines by ``message.id``.
+A file is read line by line (:mod:`swemill.traces.lines`); only one file's records are held at
+a time, so memory follows the largest file, never the corpus. A file that holds several
+``sessionId`` values gives one session (one tree) per id; a line without one belongs to the
+session of the line before it. ``user`` and ``assistant`` records become messages (older
+logs write no ``type``: the message's ``role`` says which); other records that carry a
+``uuid`` (``system``, ``attachment``, ``progress``, ...) stay in the tree so parent links
+hold, and are counted as skipped; a duplicated ``uuid`` keeps its well-formed copy; records
+without one (``summary``, ``file-history-snapshot``, ``queue-operation``, ``ai-title``,
+anything unknown) are counted and skipped. Encrypted reasoning (``redacted_thinking``) is kept
+opaque and images as typed placeholders, both counted; a model with no known price and no
+reported cost is counted as ``unpriced`` (``IngestOptions.prices`` adds the user's prices).
+See :mod:`swemill.traces.cc_tree` for the main chain, rewind branches and sidechains, and
+:mod:`swemill.traces.cc_messages` for the merge of a response's lines by ``message.id``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from swemill.core.records import Trajectory
+from swemill.policies.prices import Price, lookup_price
 from swemill.traces.build import SessionPart, TurnRef, make_states, make_trajectory
-from swemill.traces.cc_messages import Node, PathMessages, to_messages, turn_usage
+from swemill.traces.cc_messages import (
+    SYNTHETIC_MODEL,
+    Node,
+    PathMessages,
+    to_messages,
+    turn_usage,
+)
 from swemill.traces.cc_tree import build_tree
 from swemill.traces.lines import DEFAULT_MAX_LINE_BYTES, iter_records
 from swemill.traces.records import BranchKind, IngestCounts, Quarantine, TraceState
@@ -37,6 +49,12 @@ class IngestOptions:
     """Keep ``thinking`` blocks (with their signatures) in messages."""
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     """Lines longer than this are quarantined without being held in memory."""
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    """The user's prices by model-name prefix, tried before swemill's own table."""
+
+    def price(self, model: str) -> Price | None:
+        mine = max((k for k in self.prices if model.startswith(k)), key=len, default=None)
+        return self.prices[mine] if mine is not None else lookup_price(model)
 
 
 @dataclass(slots=True)
@@ -45,15 +63,46 @@ class _Log:
     meta: dict[str, Any] = field(default_factory=dict)
     summaries: list[str] = field(default_factory=list)
     cost_by_key: dict[str, float] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
+    """Assistant message key -> model name, for the price check."""
 
 
 _META_KEYS = {"sessionId": "session_id", "cwd": "cwd", "gitBranch": "git_branch",
               "version": "version", "agentId": "agent_id"}  # fmt: skip
 
 
-def _note(log: _Log, rec: dict[str, Any], counts: IngestCounts) -> None:
+def _kind(rec: dict[str, Any]) -> str | None:
+    """The record's type; older logs write none on messages, whose ``role`` then says it."""
     kind = rec.get("type")
-    kind = kind if isinstance(kind, str) else "<no type>"
+    if isinstance(kind, str):
+        return kind
+    msg = rec.get("message")
+    role = msg.get("role") if isinstance(msg, dict) else None
+    return role if role in ("user", "assistant") else None
+
+
+def _well_formed(node: Node) -> bool:
+    msg = node.record.get("message")
+    return node.kind in ("user", "assistant") and isinstance(msg, dict) \
+        and isinstance(msg.get("content"), list | str) and bool(msg.get("content"))
+
+
+def _count_blocks(rec: dict[str, Any], counts: IngestCounts) -> None:
+    msg = rec.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    for b in content if isinstance(content, list) else []:
+        if not isinstance(b, dict):
+            continue
+        inner = b.get("content") if b.get("type") == "tool_result" else None
+        for x in [b, *(inner if isinstance(inner, list) else [])]:
+            if isinstance(x, dict) and x.get("type") == "image":
+                counts.images += 1
+            elif isinstance(x, dict) and x.get("type") == "redacted_thinking":
+                counts.redacted_thinking += 1
+
+
+def _note(log: _Log, rec: dict[str, Any], counts: IngestCounts) -> None:
+    kind = _kind(rec) or "<no type>"
     counts.bump("record_types", kind)
     for theirs, ours in _META_KEYS.items():
         if isinstance(rec.get(theirs), str) and ours not in log.meta:
@@ -65,7 +114,7 @@ def _note(log: _Log, rec: dict[str, Any], counts: IngestCounts) -> None:
 
 
 def _node(rec: dict[str, Any], line_no: int) -> Node | None:
-    kind = rec.get("type")
+    kind = _kind(rec)
     conversational = kind in ("user", "assistant") and isinstance(rec.get("message"), dict)
     uuid = rec.get("uuid")
     if not isinstance(uuid, str) or not uuid:
@@ -85,36 +134,53 @@ def _node(rec: dict[str, Any], line_no: int) -> Node | None:
 
 
 def _read(path: Path, opts: IngestOptions, counts: IngestCounts) -> Iterator[Quarantine | _Log]:
-    log, seen = _Log(), set()
+    """Quarantined lines as they come, then one log per ``sessionId`` (file order)."""
+    logs: dict[str, _Log] = {}
+    sid = ""
+    at: dict[tuple[str, str], int] = {}  # (session, uuid) -> index in that log's nodes
     for line_no, rec in iter_records(path, opts.max_line_bytes):
         counts.lines += 1
         if isinstance(rec, Quarantine):
             counts.quarantined += 1
             yield rec
             continue
+        if isinstance(rec.get("sessionId"), str) and rec["sessionId"]:
+            sid = rec["sessionId"]
+        log = logs.setdefault(sid, _Log())
         _note(log, rec, counts)
         node = _node(rec, line_no)
         if node is None:
             continue
-        if node.uuid in seen:
+        _count_blocks(rec, counts)
+        if (sid, node.uuid) in at:  # a duplicate uuid: the well-formed copy wins
             counts.bump("dropped", "duplicate_uuid")
+            index = at[(sid, node.uuid)]
+            if _well_formed(node) and not _well_formed(log.nodes[index]):
+                log.nodes[index] = node
             continue
-        seen.add(node.uuid)
+        at[(sid, node.uuid)] = len(log.nodes)
         log.nodes.append(node)
-        if node.kind == "assistant" and isinstance(rec.get("costUSD"), int | float):
-            # costUSD (older versions) is per line; the response's lines repeat it: once.
-            msg_id = rec["message"].get("id") or node.uuid  # assistant nodes hold a dict
-            log.cost_by_key[str(msg_id)] = float(rec["costUSD"])
-    yield log
+        if node.kind == "assistant":
+            msg_id = str(rec["message"].get("id") or node.uuid)  # assistant nodes hold a dict
+            log.models.setdefault(msg_id, str(rec["message"].get("model") or ""))
+            if isinstance(rec.get("costUSD"), int | float):
+                # costUSD (older versions) is per line; the response's lines repeat it: once.
+                log.cost_by_key[msg_id] = float(rec["costUSD"])
+    for log in logs.values():
+        for msg_id, model in log.models.items():
+            if msg_id not in log.cost_by_key and model != SYNTHETIC_MODEL \
+                    and opts.price(model) is None:
+                counts.bump("unpriced", model or "<no model>")
+        yield log
 
 
-def _turns(pm: PathMessages, log: _Log) -> list[TurnRef]:
+def _turns(pm: PathMessages, log: _Log, opts: IngestOptions) -> list[TurnRef]:
     return [
         TurnRef(
             index=t.index,
             key=t.key,
             model=t.model,
-            usage=turn_usage(t, log.cost_by_key.get(t.key)),
+            usage=turn_usage(t, log.cost_by_key.get(t.key), opts.price(t.model)),
             n_source_calls=len(t.tool_use_ids),
             timestamp=t.timestamp,
             synthetic=t.synthetic,
@@ -139,7 +205,7 @@ class _Session:
             session_key=f"{self.key}{suffix}",
             source=SOURCE,
             messages=pm.messages,
-            turns=_turns(pm, self.log),
+            turns=_turns(pm, self.log, self.opts),
             branch=branch,
             parent_id=f"{SOURCE}:{self.key if suffix else self.parent_key}"
             if suffix or self.parent_key else None,
@@ -174,8 +240,7 @@ def _parts(s: _Session, subagent: bool, counts: IngestCounts) -> Iterator[Sessio
     tree = build_tree(s.log.nodes, all_sidechain=subagent)
     if tree.dead_leaves:
         counts.bump("dropped", "dead_leaf", tree.dead_leaves)
-    if tree.dangling:
-        counts.bump("dropped", "dangling_parent", tree.dangling)
+    counts.reattached += tree.dangling
     if tree.main:
         yield s.part(tree.main, "", "subagent" if subagent else "main")
     for k, br in enumerate(tree.branches, 1):
@@ -199,26 +264,27 @@ def ingest_session_file(
     """States, trajectories and quarantine rows of one session file, in that order per part."""
     opts = opts or IngestOptions()
     subagent = path.parent.name == "subagents"
-    log: _Log | None = None
+    logs: list[_Log] = []
     lines_before = counts.lines
     for item in _read(path, opts, counts):
         if isinstance(item, _Log):
-            log = item
+            logs.append(item)
         else:
             yield item
     if counts.lines == lines_before:
         counts.quarantined_files += 1
         yield Quarantine(file=str(path), line_no=0, reason="empty file")
         return
-    if log is None or not any(n.kind in ("user", "assistant") for n in log.nodes):
-        return
-    key = _session_key(path, log, subagent, keys)
-    counts.subagent_sessions += subagent
-    counts.sessions += not subagent
-    parent_key = key.rsplit("/agent-", 1)[0] if subagent else None
     scrub = scrub or Scrubber()
-    log.summaries = [scrub.text(s) for s in log.summaries]
-    session = _Session(path, log, opts, scrub, key, parent_key)
-    emitted: set[str] = set()
-    for part in _parts(session, subagent, counts):
-        yield from _emit(part, counts, emitted)
+    for log in logs:
+        if not any(n.kind in ("user", "assistant") for n in log.nodes):
+            continue
+        key = _session_key(path, log, subagent, keys)
+        counts.subagent_sessions += subagent
+        counts.sessions += not subagent
+        parent_key = key.rsplit("/agent-", 1)[0] if subagent else None
+        log.summaries = [scrub.text(s) for s in log.summaries]
+        session = _Session(path, log, opts, scrub, key, parent_key)
+        emitted: set[str] = set()
+        for part in _parts(session, subagent, counts):
+            yield from _emit(part, counts, emitted)

@@ -105,6 +105,15 @@ class IngestCounts(_Record):
     """Records that carry no conversation (``summary``, ``progress``, unknown types...)."""
     dropped: dict[str, int] = Field(default_factory=dict)
     """Things left out on purpose, by reason (``dead_leaf``, ``duplicate_uuid``, ...)."""
+    reattached: int = 0
+    """Records whose ``parentUuid`` names no record of the file, attached to the record
+    written just before them (a lost line must not split a conversation)."""
+    redacted_thinking: int = 0
+    """Encrypted reasoning blocks, kept opaque."""
+    images: int = 0
+    """Images, kept as typed placeholders (``[image: image/png]``): the bytes are not stored."""
+    unpriced: dict[str, int] = Field(default_factory=dict)
+    """Assistant turns per model with no known price and no reported cost: priced $0."""
     scrubbed: dict[str, int] = Field(default_factory=dict)
 
     def bump(self, table: str, key: str, n: int = 1) -> None:
