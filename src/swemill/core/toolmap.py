@@ -29,6 +29,7 @@ from swemill.core.tools import OTHER_PREFIX, WORKSPACE_ROOT, ToolCall, normalize
 
 __all__ = [
     "from_claude_code",
+    "from_codex",
     "from_bash_agent",
     "from_swe_agent_action",
     "from_swe_agent_tool_call",
@@ -104,6 +105,88 @@ def from_claude_code(
         command = f"ls -a {shlex.quote(_path(inp['path'], cwd))}"
         return [ToolCall("bash", {"command": command}, call_id)]
     return [other_call(name, inp, call_id)]
+
+
+def _shell_command(command: Any) -> str | None:
+    """Codex's argv (``["bash", "-lc", "ls"]``) or string -> one bash command line."""
+    if isinstance(command, str):
+        return command
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
+        return None
+    if len(command) == 3 and command[0] in ("bash", "sh", "zsh") and command[1] in ("-c", "-lc"):
+        return command[2]
+    return shlex.join(command)
+
+
+def _patch_calls(patch: str, cwd: str | None, call_id: str) -> list[ToolCall] | None:
+    """Codex's ``apply_patch`` envelope -> write (added files), edit (one per hunk of an
+    updated file) and bash (deleted or moved files); None when the text is not that format."""
+    lines = patch.strip("\n").splitlines()
+    if not lines or lines[0].strip() != "*** Begin Patch":
+        return None
+    calls: list[ToolCall] = []
+    i = 1
+    while i < len(lines) and lines[i].strip() != "*** End Patch":
+        head = lines[i]
+        i += 1
+        body: list[str] = []
+        while i < len(lines) and not lines[i].startswith("*** ") or (
+                i < len(lines) and lines[i].startswith("*** End of File")):
+            body.append(lines[i])
+            i += 1
+        if head.startswith("*** Add File: "):
+            text = "\n".join(b[1:] for b in body if b.startswith("+"))
+            calls.append(ToolCall("write", {"path": _path(head[14:], cwd),
+                                            "content": text + "\n"}, call_id))
+        elif head.startswith("*** Delete File: "):
+            path = _path(head[17:], cwd)
+            calls.append(ToolCall("bash", {"command": f"rm {shlex.quote(path)}"}, call_id))
+        elif head.startswith("*** Update File: "):
+            path = _path(head[17:], cwd)
+            if i < len(lines) and lines[i].startswith("*** Move to: "):
+                dest = _path(lines[i][13:], cwd)
+                move = f"mv {shlex.quote(path)} {shlex.quote(dest)}"
+                i += 1
+                while i < len(lines) and not lines[i].startswith("*** ") or (
+                        i < len(lines) and lines[i].startswith("*** End of File")):
+                    body.append(lines[i])
+                    i += 1
+            else:
+                dest, move = path, ""
+            hunks: list[list[str]] = [[]]
+            for b in body:
+                if b.startswith("@@"):
+                    hunks.append([])
+                elif not b.startswith("*** End of File"):
+                    hunks[-1].append(b)
+            for hunk in (h for h in hunks if h):
+                old = "\n".join(b[1:] for b in hunk if b[:1] in (" ", "-", ""))
+                new = "\n".join(b[1:] for b in hunk if b[:1] in (" ", "+", ""))
+                if not old:
+                    return None  # an insertion with no context: no edit can express it
+                calls.append(ToolCall("edit", {"path": path, "old_str": old, "new_str": new},
+                                      call_id))
+            if move:
+                calls.append(ToolCall("bash", {"command": move}, call_id))
+        else:
+            return None
+    return calls or None
+
+
+def from_codex(name: str, args: Any, call_id: str = "", cwd: str | None = None) -> list[ToolCall]:
+    """One OpenAI Codex CLI tool call -> canonical calls: ``shell`` / ``exec_command`` /
+    ``local_shell`` -> bash, ``apply_patch`` -> write/edit (one per hunk), the rest passed
+    through."""
+    shells = ("shell", "container.exec", "local_shell", "exec_command")
+    if name in shells and isinstance(args, dict):
+        command = _shell_command(args.get("command", args.get("cmd")))
+        if command is not None:
+            return [ToolCall("bash", {"command": command}, call_id)]
+    if name == "apply_patch":
+        patch = args.get("input", args.get("patch")) if isinstance(args, dict) else args
+        if isinstance(patch, str) and (calls := _patch_calls(patch, cwd, call_id)):
+            return calls
+    return [other_call(name, args, call_id)]
 
 
 def from_bash_agent(command: str, call_id: str = "") -> ToolCall:

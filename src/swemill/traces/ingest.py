@@ -27,6 +27,8 @@ from swemill.core.errors import IngestError
 from swemill.core.records import RunManifest, Trajectory, utcnow
 from swemill.store import Store, new_run_id, schema_for_model
 from swemill.traces.claude_code import IngestOptions, ingest_session_file
+from swemill.traces.codex import ingest_codex_file
+from swemill.traces.codex import sniff as sniff_codex
 from swemill.traces.imports import import_mini_swe_agent, import_swe_agent
 from swemill.traces.lines import HEAD_BYTES, head_of
 from swemill.traces.records import IngestCounts, Quarantine, TraceState
@@ -38,14 +40,15 @@ STATES, TRAJECTORIES, QUARANTINE = "traces", "trajectories", "quarantine"
 
 
 def classify(path: Path) -> str:
-    """``claude_code`` | ``mini-swe-agent`` | ``swe-agent`` | ``unknown``, by file name."""
+    """``claude_code`` | ``codex`` | ``mini-swe-agent`` | ``swe-agent`` | ``unknown``: by file
+    name, and for ``.jsonl`` by its first line (Codex rollouts wrap each line in an envelope)."""
     name = path.name
     if name.endswith(".traj.json"):
         return "mini-swe-agent"
     if name.endswith(".traj"):
         return "swe-agent"
     if name.endswith(".jsonl"):
-        return "claude_code"
+        return "codex" if sniff_codex(path) else "claude_code"
     return "unknown"
 
 
@@ -83,6 +86,8 @@ def iter_items(
                 yield Quarantine(file=str(path), line_no=0, reason="not a regular file")
             elif kind == "claude_code":
                 yield from ingest_session_file(path, counts, keys, opts, scrub)
+            elif kind == "codex":
+                yield from ingest_codex_file(path, counts, keys, opts, scrub)
             elif kind == "mini-swe-agent":
                 yield from import_mini_swe_agent(path, counts, keys, opts.max_line_bytes, scrub)
             elif kind == "swe-agent":
