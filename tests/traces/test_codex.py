@@ -118,6 +118,26 @@ def test_a_rollout_becomes_turns_tool_calls_and_results(tmp_path: Path) -> None:
     assert counts.skipped_types == {"event_msg.user_message": 1, "event_msg.agent_message": 1}
 
 
+def test_outputs_as_content_lists_mid_session_instructions_and_encrypted_parts(
+        tmp_path: Path) -> None:
+    recs = rollout()[:3] + [
+        _env("response_item", {"type": "message", "role": "developer", "content": [
+            {"type": "input_text", "text": "prefer small diffs"}]}, 3),
+        _env("response_item", {"type": "function_call", "name": "exec_command",
+                               "call_id": "e1", "arguments": '{"cmd": "ls"}'}, 4),
+        _env("response_item", {"type": "function_call_output", "call_id": "e1",
+                               "output": [{"type": "input_text", "text": "cart.py"}]}, 5),
+        _env("response_item", {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "done"},
+            {"type": "encrypted_content", "encrypted_content": "gAAA"}]}, 6),
+    ]
+    _, _, traj = _run(_write(tmp_path / "rollout-x.jsonl", recs, garbage=False))
+    assert [m.role for m in traj.messages] == ["user", "assistant", "tool", "assistant"]
+    assert traj.messages[0].content[-1].text == "prefer small diffs"  # type: ignore[union-attr]
+    assert traj.messages[2].content[0].content == "cart.py"  # type: ignore[union-attr]
+    assert traj.messages[3].content[0].text == "done"  # type: ignore[union-attr]
+
+
 def test_format_is_detected_per_file_and_the_older_bare_format_reads(tmp_path: Path) -> None:
     named = _write(tmp_path / "0199-abc.jsonl", rollout(), garbage=False)  # no rollout- prefix
     assert sniff(named) and classify(named) == "codex"

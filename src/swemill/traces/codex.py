@@ -79,14 +79,21 @@ def sniff(path: Path) -> bool:
 
 
 def _text(content: Any) -> str:
+    """The text of a content list; an image is a typed placeholder, encrypted parts are left
+    out (they cannot be read, and a placeholder would be trained on as text)."""
     if isinstance(content, str):
         return content
     parts = []
     for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and isinstance(block.get("text"), str):
+        if not isinstance(block, dict):
+            continue
+        kind = str(block.get("type", ""))
+        if isinstance(block.get("text"), str):
             parts.append(block["text"])
-        elif isinstance(block, dict) and block.get("type"):
-            parts.append(f"[{block['type']}]")
+        elif "image" in kind:
+            parts.append("[image]")
+        elif kind and "encrypted" not in kind:
+            parts.append(f"[{kind}]")
     return "\n".join(parts)
 
 
@@ -103,6 +110,8 @@ def _output_text(output: Any) -> tuple[str, bool]:
         meta = data.get("metadata")
         code = meta.get("exit_code") if isinstance(meta, dict) else None
         return str(data["output"]), isinstance(code, int) and code != 0
+    if isinstance(output, list):  # content items: [{"type": "input_text", "text": ...}]
+        return _text(output), False
     return ("" if output is None else str(output)), False
 
 
@@ -127,7 +136,7 @@ class _Session:
         return self.messages[-1]
 
     def _add(self, role: str, block: ContentBlock) -> None:
-        if self.messages and self.messages[-1].role == role and role in ("tool", "user"):
+        if self.messages and self.messages[-1].role == role and role != "assistant":
             self.messages[-1].content.append(block)
         else:
             self.messages.append(Message(role=role, content=[block]))  # type: ignore[arg-type]
@@ -141,7 +150,9 @@ class _Session:
                 if text:
                     self._assistant(timestamp).content.append(TextBlock(text=text))
             elif role in ("user", "developer", "system") and text:
-                self._add("user" if role == "user" else "system", TextBlock(text=text))
+                # instructions are a system message only before the conversation starts
+                system = role != "user" and all(m.role == "system" for m in self.messages)
+                self._add("system" if system else "user", TextBlock(text=text))
         elif kind == "reasoning":
             summary = "\n".join(s.get("text", "") for s in p.get("summary") or []
                                 if isinstance(s, dict))
