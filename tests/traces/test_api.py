@@ -20,7 +20,7 @@ def test_tool_algebra_all_is_pinned() -> None:
         "normalize_command", "normalize_path", "tool_schemas", "validate_call",
     ]
     assert sorted(toolmap.__all__) == [
-        "from_bash_agent", "from_claude_code", "from_swe_agent_action",
+        "from_bash_agent", "from_claude_code", "from_codex", "from_swe_agent_action",
         "from_swe_agent_tool_call", "other_call",
     ]
     for mod in (tools, toolmap):
