@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Self
 
 from swemill.core.errors import SandboxError
+from swemill.sandbox._hostuser import sweep
 from swemill.sandbox._paths import read_in, write_in
 from swemill.sandbox._run import run_guarded
 from swemill.sandbox._spawn import Spawned, spawn_guarded
@@ -72,11 +73,19 @@ class TreeSandbox:
         """The host argv that runs ``cmd`` in this sandbox, and the host cwd to start it in."""
         raise NotImplementedError
 
+    def _prepare(self) -> None:
+        """Called before each command starts (a backend readies the workspace for its user)."""
+
+    def _sweep(self) -> int:
+        """Clear set-id bits in this tree's writable layer; the bytes that layer holds."""
+        return sweep(self._tree.layer)
+
     def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
               cwd: str | None, stdin: bytes | None) -> ExecResult:
         argv, where = self._command(cmd, cwd)
+        self._prepare()
         return run_guarded(argv, env=env, cwd=where, stdin=stdin, limits=self.limits,
-                           timeout=timeout)
+                           timeout=timeout, usage=self._sweep)
 
     def spawn(self, cmd: Sequence[str] | str, *, env: Mapping[str, str] | None = None,
               cwd: str | None = None) -> Spawned:
@@ -85,12 +94,14 @@ class TreeSandbox:
         The sandbox cannot be forked while it runs."""
         self._check_open()
         argv, where = self._command(cmd, cwd)
+        self._prepare()
         with self._lock:
             self._active += 1
         return spawn_guarded(argv, env={**BASE_ENV, **self.env, **(env or {})}, cwd=where,
                              limits=self.limits, on_close=self._spawn_done)
 
     def _spawn_done(self) -> None:
+        self._sweep()
         self._tree.touched()
         with self._lock:
             self._active -= 1
