@@ -23,7 +23,7 @@ from pathlib import Path
 
 from swemill.core.errors import SandboxUnavailable
 
-__all__ = ["DEFAULT_UID", "drop_argv", "hand_over", "sandbox_uid", "sweep"]
+__all__ = ["DEFAULT_UID", "drop_argv", "hand_over", "lend", "sandbox_uid", "sweep", "take_back"]
 
 DEFAULT_UID = 65534
 """The overflow uid ("nobody"): owns nothing a sandbox could use."""
@@ -66,23 +66,30 @@ _MAX_DEPTH = 256
 Visit = Callable[[int, str, os.stat_result], None]
 
 
-def _walk(root: Path, visit: Visit) -> None:
-    """Call ``visit(dir_fd, name, lstat)`` for every entry under ``root``.
+def _walk(layer: Path, visit: Visit, view: Path | None = None) -> None:
+    """Call ``visit(dir_fd, name, lstat)`` for every entry under ``layer``.
 
-    Sandboxed code may be changing the tree meanwhile, so every step is relative to an open
-    directory and never follows a symlink: a swapped-in link cannot lead outside.
+    ``lstat`` is read in ``layer``; ``dir_fd`` is the same directory in ``view`` (an overlay
+    mount over ``layer`` as its upper: changes must go through the mount, which caches owners
+    and modes). Sandboxed code may be changing the tree meanwhile, so every step is relative to
+    an open directory and never follows a symlink: a swapped-in link cannot lead outside.
     """
     try:
-        fd = os.open(root, _OPEN_DIR)
+        fd = os.open(layer, _OPEN_DIR)
     except (FileNotFoundError, NotADirectoryError):
         return
     try:
-        _walk_fd(fd, visit, 0)
+        vfd = fd if view is None else os.open(view, _OPEN_DIR)
+        try:
+            _walk_fd(fd, vfd, visit, 0)
+        finally:
+            if vfd != fd:
+                os.close(vfd)
     finally:
         os.close(fd)
 
 
-def _walk_fd(dfd: int, visit: Visit, depth: int) -> None:
+def _walk_fd(dfd: int, vfd: int, visit: Visit, depth: int) -> None:
     with os.scandir(dfd) as it:
         names = [e.name for e in it]
     for name in names:
@@ -90,40 +97,48 @@ def _walk_fd(dfd: int, visit: Visit, depth: int) -> None:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
             continue
-        visit(dfd, name, st)
+        visit(vfd, name, st)
         if stat.S_ISDIR(st.st_mode) and depth < _MAX_DEPTH:
             try:
                 sub = os.open(name, _OPEN_DIR, dir_fd=dfd)
-            except (FileNotFoundError, NotADirectoryError, OSError):
+            except OSError:  # gone, or swapped for a symlink
                 continue
             try:
-                _walk_fd(sub, visit, depth + 1)
+                vsub = sub if vfd == dfd else os.open(name, _OPEN_DIR, dir_fd=vfd)
+            except OSError:
+                os.close(sub)
+                continue
+            try:
+                _walk_fd(sub, vsub, visit, depth + 1)
             finally:
                 os.close(sub)
+                if vsub != sub:
+                    os.close(vsub)
 
 
-def hand_over(layer: Path) -> None:
+def hand_over(layer: Path, view: Path | None = None) -> None:
     """Make ``layer`` and everything in it owned by the sandbox uid (no-op unless root).
 
-    For an overlay, ``layer`` is its upper directory (or a frozen layer): it is changed in
-    place, which overlayfs reads through (ownership and modes come from the real inode).
+    ``view``: the overlay mount whose upper directory ``layer`` is (changes go through it).
     """
     uid = sandbox_uid()
     if uid is None:
         return
-    if os.lstat(layer).st_uid != uid:
-        os.chown(layer, uid, uid, follow_symlinks=False)
+    top = view or layer
+    if os.lstat(top).st_uid != uid:
+        os.chown(top, uid, uid, follow_symlinks=False)
 
     def visit(dfd: int, name: str, st: os.stat_result) -> None:
         if st.st_uid != uid and not stat.S_ISCHR(st.st_mode):  # skip overlay whiteouts
             with contextlib.suppress(FileNotFoundError):
                 os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
 
-    _walk(layer, visit)
+    _walk(layer, visit, view)
 
 
-def sweep(layer: Path) -> int:
-    """Clear setuid/setgid bits under ``layer`` and return the bytes it occupies on disk."""
+def sweep(layer: Path, view: Path | None = None) -> int:
+    """Clear setuid/setgid bits under ``layer`` (through ``view``, as for :func:`hand_over`)
+    and return the bytes ``layer`` occupies on disk."""
     used = 0
 
     def visit(dfd: int, name: str, st: os.stat_result) -> None:
@@ -132,8 +147,40 @@ def sweep(layer: Path) -> int:
         if st.st_mode & _SPECIAL and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             _clear_special(dfd, name)
 
-    _walk(layer, visit)
+    _walk(layer, visit, view)
     return used
+
+
+def lend(tree: Path) -> None:
+    """Let the sandbox user add to ``tree`` (its directories become its own; files stay
+    the host's: some are hard links into a package cache and must not change in place)."""
+    uid = sandbox_uid()
+    if uid is None:
+        return
+    os.chown(tree, uid, uid, follow_symlinks=False)
+
+    def visit(dfd: int, name: str, st: os.stat_result) -> None:
+        if stat.S_ISDIR(st.st_mode) and st.st_uid != uid:
+            os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
+
+    _walk(tree, visit)
+
+
+def take_back(tree: Path) -> None:
+    """Undo :func:`lend`: everything in ``tree`` is the host user's again, without set-id bits."""
+    uid = sandbox_uid()
+    if uid is None:
+        return
+    me = os.geteuid()
+
+    def visit(dfd: int, name: str, st: os.stat_result) -> None:
+        if st.st_uid != me or st.st_gid != me:
+            os.chown(name, me, me, dir_fd=dfd, follow_symlinks=False)
+        if st.st_mode & _SPECIAL and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            _clear_special(dfd, name)
+
+    _walk(tree, visit)
+    os.chown(tree, me, me, follow_symlinks=False)
 
 
 def _clear_special(dfd: int, name: str) -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Self
 
 from swemill.core.errors import SandboxError
-from swemill.sandbox._hostuser import sweep
 from swemill.sandbox._paths import read_in, write_in
 from swemill.sandbox._run import run_guarded
 from swemill.sandbox._spawn import Spawned, spawn_guarded
@@ -78,7 +77,7 @@ class TreeSandbox:
 
     def _sweep(self) -> int:
         """Clear set-id bits in this tree's writable layer; the bytes that layer holds."""
-        return sweep(self._tree.layer)
+        return self._tree.sweep()
 
     def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
               cwd: str | None, stdin: bytes | None) -> ExecResult:

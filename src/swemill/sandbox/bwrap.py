@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from swemill.core.errors import SandboxError, SandboxUnavailable
-from swemill.sandbox._hostuser import drop_argv, hand_over
+from swemill.sandbox._hostuser import drop_argv
 from swemill.sandbox._tree_sandbox import TreeSandbox
 from swemill.sandbox.base import WORKSPACE, Bind, Limits
 
@@ -126,9 +126,11 @@ def _static_args(limits: Limits, binds: Sequence[Bind]) -> list[str]:
     exe = bwrap_path()
     assert exe is not None
     args = [exe, *_system_mounts(limits.net), "--proc", "/proc", "--dev", "/dev"]
-    if limits.memory_mb is not None:  # tmpfs pages are memory: keep /tmp within the limit
-        args += ["--size", str(limits.memory_mb << 20)]
-    args += ["--perms", "1777", "--tmpfs", "/tmp", "--unshare-pid", "--unshare-ipc",
+    for tmp in ("/dev/shm", "/tmp"):  # POSIX semaphores live in /dev/shm: writable by anyone
+        if limits.memory_mb is not None:  # tmpfs pages are memory: keep them within the limit
+            args += ["--size", str(limits.memory_mb << 20)]
+        args += ["--perms", "1777", "--tmpfs", tmp]
+    args += ["--unshare-pid", "--unshare-ipc",
              "--unshare-uts", "--unshare-cgroup-try", *_user_ns_args(), "--die-with-parent",
              "--new-session"]
     if not limits.net:
@@ -175,4 +177,4 @@ class BwrapSandbox(TreeSandbox):
         return self.argv(cmd, cwd), "/"
 
     def _prepare(self) -> None:
-        hand_over(self._tree.layer)  # what the host wrote since: the sandbox user's to change
+        self._tree.hand_over()  # what the host wrote since: the sandbox user's to change

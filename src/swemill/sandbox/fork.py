@@ -32,7 +32,7 @@ import weakref
 from pathlib import Path
 
 from swemill.core.errors import SandboxError
-from swemill.sandbox._hostuser import hand_over
+from swemill.sandbox._hostuser import hand_over, sweep
 
 __all__ = ["PlainTree", "OverlayTree", "Tree", "copy_tree", "overlay_usable"]
 
@@ -174,6 +174,14 @@ class Tree:
         """Where this tree's own writes land on the host (the tree, or an overlay's upper)."""
         return self.path
 
+    def hand_over(self) -> None:
+        """Give this tree's own writes to the sandbox user (a no-op unless root)."""
+        hand_over(self.layer)
+
+    def sweep(self) -> int:
+        """Clear set-id bits in this tree's own writes; the bytes they take on disk."""
+        return sweep(self.layer)
+
     def touched(self) -> None:
         """The tree may have changed in ways only its owner knows (a command ran, a write)."""
 
@@ -252,6 +260,12 @@ class OverlayTree(Tree):
     @property
     def layer(self) -> Path:
         return self._upper
+
+    def hand_over(self) -> None:
+        hand_over(self._upper, self.path)
+
+    def sweep(self) -> int:
+        return sweep(self._upper, self.path)
 
     def _changed(self) -> bool:
         with os.scandir(self._upper) as it:
