@@ -71,8 +71,8 @@ def run_inside(argv: Callable[[str], list[str]], *, uv: str, venv: Path, work: P
     binds = [Bind(host=venv, inside=str(venv), writable=True), Bind(host=Path(uv), inside=uv)]
     if not str(base_prefix).startswith("/usr/"):
         binds.append(Bind(host=base_prefix, inside=str(base_prefix)))
-    env = {"UV_CACHE_DIR": "/tmp/uv-cache", "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1",
-           "UV_NO_CONFIG": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"UV_CACHE_DIR": "/tmp/uv-cache", "UV_LINK_MODE": "copy", "UV_OFFLINE": "1",
+           "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     limits = Limits(timeout_s=timeout, memory_mb=8192, pids=4096, net=False)
     lend(venv)
     try:

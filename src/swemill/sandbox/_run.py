@@ -138,7 +138,9 @@ def guarded_argv(argv: Sequence[str], limits: Limits, cg: CommandCgroups | None)
     fail = f'{{ echo "{_GUARD_FAIL}" >&2; exit 125; }}'
     lines = [f"echo $$ > {shlex.quote(os.fsdecode(p))} || {fail}"
              for p in (cg.procs_files if cg is not None else [])]
-    lines += [f"ulimit {u} || exit 125" for u in _ulimits(limits, cg)]
+    # dash (Debian's /bin/sh) names the process limit -p, bash -u
+    lines += [f"ulimit {u} 2>/dev/null || ulimit -p {u[3:]} || exit 125" if u.startswith("-u ")
+              else f"ulimit {u} || exit 125" for u in _ulimits(limits, cg)]
     lines.append('exec "$@"')
     return ["/bin/sh", "-c", "\n".join(lines), "swemill-guard", *argv]
 

@@ -47,11 +47,14 @@ class TreeSandbox:
         self._active = 0
         self._lock = threading.Lock()
         self._closed = False
+        self._host_wrote = True
+        """The host may have written in the tree since the last command (see ``_prepare``)."""
 
     @property
     def workspace(self) -> Path:
         # whoever holds the host path may write there: a later fork must not reuse a snapshot
         self._tree.touched()
+        self._host_wrote = True
         return self._tree.path
 
     def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None,
@@ -112,6 +115,7 @@ class TreeSandbox:
     def write_file(self, path: str, data: bytes | str) -> None:
         self._check_open()
         self._tree.touched()
+        self._host_wrote = True
         write_in(self._tree.path, path, data)
 
     def fork(self) -> Self:

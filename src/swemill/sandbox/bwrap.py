@@ -32,6 +32,7 @@ from swemill.core.errors import SandboxError, SandboxUnavailable
 from swemill.sandbox._hostuser import drop_argv
 from swemill.sandbox._tree_sandbox import TreeSandbox
 from swemill.sandbox.base import WORKSPACE, Bind, Limits
+from swemill.sandbox.fork import OverlayTree
 
 __all__ = ["BwrapSandbox", "bwrap_path", "usable"]
 
@@ -125,7 +126,10 @@ def _prefix() -> str | None:
 def _static_args(limits: Limits, binds: Sequence[Bind]) -> list[str]:
     exe = bwrap_path()
     assert exe is not None
-    args = [exe, *_system_mounts(limits.net), "--proc", "/proc", "--dev", "/dev"]
+    # /proc/sys read-only even where a knob belongs to the sandbox's own namespaces (bwrap can
+    # only bind the host's copy over it: the same global values, never writable)
+    args = [exe, *_system_mounts(limits.net), "--proc", "/proc", "--ro-bind", "/proc/sys",
+            "/proc/sys", "--dev", "/dev"]
     for tmp in ("/dev/shm", "/tmp"):  # POSIX semaphores live in /dev/shm: writable by anyone
         if limits.memory_mb is not None:  # tmpfs pages are memory: keep them within the limit
             args += ["--size", str(limits.memory_mb << 20)]
@@ -177,4 +181,9 @@ class BwrapSandbox(TreeSandbox):
         return self.argv(cmd, cwd), "/"
 
     def _prepare(self) -> None:
-        self._tree.hand_over()  # what the host wrote since: the sandbox user's to change
+        """What the host wrote since the last command becomes the sandbox user's to change.
+        A fork's own layer is small, so it is always checked (a caller may keep its host
+        path and write through it); a plain tree only after the host was given a chance."""
+        if self._host_wrote or isinstance(self._tree, OverlayTree):
+            self._tree.hand_over()
+            self._host_wrote = False
