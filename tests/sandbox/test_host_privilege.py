@@ -146,3 +146,26 @@ def test_the_disk_cap_counts_a_forks_own_writes(tmp_path: Path) -> None:
         assert child.exec("head -c 1000000 /dev/zero > one").ok
         r = child.exec("head -c 3000000 /dev/zero > two")
         assert r.killed_reason == "disk" and not r.ok
+
+
+@pytest.mark.skipif(sandbox_uid() is None, reason="only root drops to the sandbox uid")
+def test_host_git_keeps_working_and_its_config_stays_out_of_reach(tmp_path: Path) -> None:
+    """Host-side git (as root) runs in workspaces; their ``.git`` must not be the sandbox's."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", str(ws)], check=True)
+    (ws / "a.txt").write_text("a\n")
+    subprocess.run([*git, "-C", str(ws), "add", "a.txt"], check=True)
+    subprocess.run([*git, "-C", str(ws), "commit", "-qm", "a"], check=True)
+    with open_sandbox(ws, backend="bwrap") as sb, sb.fork() as child:
+        for box in (sb, child):
+            r = box.exec("echo changed > a.txt; echo new > b.txt; "
+                         "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .git/config; "
+                         "mv .git moved || rm -rf .git")
+            assert "Permission denied" in r.stderr
+            status = subprocess.run(["git", "-C", str(box.workspace), "status", "--short"],
+                                    capture_output=True, text=True)
+            assert status.returncode == 0, status.stderr
+            assert status.stdout.split() == ["M", "a.txt", "??", "b.txt"]
+            assert "fsmonitor" not in (box.workspace / ".git" / "config").read_text()

@@ -29,6 +29,7 @@ DEFAULT_UID = 65534
 """The overflow uid ("nobody"): owns nothing a sandbox could use."""
 
 _SPECIAL = stat.S_ISUID | stat.S_ISGID
+_TOP_MODE = stat.S_ISVTX | stat.S_IRWXG
 
 
 @functools.cache
@@ -66,7 +67,8 @@ _MAX_DEPTH = 256
 Visit = Callable[[int, str, os.stat_result], None]
 
 
-def _walk(layer: Path, visit: Visit, view: Path | None = None) -> None:
+def _walk(layer: Path, visit: Visit, view: Path | None = None,
+          skip_top: tuple[str, ...] = ()) -> None:
     """Call ``visit(dir_fd, name, lstat)`` for every entry under ``layer``.
 
     ``lstat`` is read in ``layer``; ``dir_fd`` is the same directory in ``view`` (an overlay
@@ -81,7 +83,7 @@ def _walk(layer: Path, visit: Visit, view: Path | None = None) -> None:
     try:
         vfd = fd if view is None else os.open(view, _OPEN_DIR)
         try:
-            _walk_fd(fd, vfd, visit, 0)
+            _walk_fd(fd, vfd, visit, 0, skip_top)
         finally:
             if vfd != fd:
                 os.close(vfd)
@@ -89,9 +91,9 @@ def _walk(layer: Path, visit: Visit, view: Path | None = None) -> None:
         os.close(fd)
 
 
-def _walk_fd(dfd: int, vfd: int, visit: Visit, depth: int) -> None:
+def _walk_fd(dfd: int, vfd: int, visit: Visit, depth: int, skip: tuple[str, ...] = ()) -> None:
     with os.scandir(dfd) as it:
-        names = [e.name for e in it]
+        names = [e.name for e in it if e.name not in skip]
     for name in names:
         try:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -117,23 +119,31 @@ def _walk_fd(dfd: int, vfd: int, visit: Visit, depth: int) -> None:
 
 
 def hand_over(layer: Path, view: Path | None = None) -> None:
-    """Make ``layer`` and everything in it owned by the sandbox uid (no-op unless root).
+    """Make everything in ``layer`` but a top-level ``.git`` the sandbox user's (no-op unless
+    root). ``view``: the overlay mount whose upper directory ``layer`` is (changes go through it).
 
-    ``view``: the overlay mount whose upper directory ``layer`` is (changes go through it).
+    The top directory stays the host user's, writable by the sandbox user's group and sticky,
+    and ``.git`` stays the host user's: host-side git (run as root on a workspace) reads its
+    config and hooks, so sandboxed code must not be able to change or replace them; and git
+    refuses a worktree whose top directory someone else owns.
     """
     uid = sandbox_uid()
     if uid is None:
         return
     top = view or layer
-    if os.lstat(top).st_uid != uid:
-        os.chown(top, uid, uid, follow_symlinks=False)
+    st = os.lstat(top)
+    me = os.geteuid()
+    if (st.st_uid, st.st_gid) != (me, uid):
+        os.chown(top, me, uid, follow_symlinks=False)
+    if stat.S_IMODE(st.st_mode) & _TOP_MODE != _TOP_MODE:
+        os.chmod(top, stat.S_IMODE(st.st_mode) | _TOP_MODE)
 
     def visit(dfd: int, name: str, st: os.stat_result) -> None:
         if st.st_uid != uid and not stat.S_ISCHR(st.st_mode):  # skip overlay whiteouts
             with contextlib.suppress(FileNotFoundError):
                 os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
 
-    _walk(layer, visit, view)
+    _walk(layer, visit, view, skip_top=(".git",))
 
 
 def sweep(layer: Path, view: Path | None = None) -> int:
