@@ -169,3 +169,13 @@ def test_host_git_keeps_working_and_its_config_stays_out_of_reach(tmp_path: Path
             assert status.returncode == 0, status.stderr
             assert status.stdout.split() == ["M", "a.txt", "??", "b.txt"]
             assert "fsmonitor" not in (box.workspace / ".git" / "config").read_text()
+
+
+def test_unreadable_directories_do_not_break_the_sweep(tmp_path: Path) -> None:
+    with open_sandbox(tmp_path, backend="bwrap") as sb:
+        r = sb.exec("mkdir -p a/b c && cp /bin/true a/b/t && chmod 4755 a/b/t && "
+                    "chmod 000 a && chmod 400 c && echo done")
+        assert r.ok and r.stdout == "done\n", r
+        assert sb.exec("chmod 755 a c").ok
+    if os.geteuid() == 0:  # root sees through the modes: the bit was cleared
+        assert _set_id_files(tmp_path) == []

@@ -78,7 +78,7 @@ def _walk(layer: Path, visit: Visit, view: Path | None = None,
     """
     try:
         fd = os.open(layer, _OPEN_DIR)
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:  # gone, or (not as root) made unreadable by the sandboxed code
         return
     try:
         vfd = fd if view is None else os.open(view, _OPEN_DIR)
@@ -92,12 +92,15 @@ def _walk(layer: Path, visit: Visit, view: Path | None = None,
 
 
 def _walk_fd(dfd: int, vfd: int, visit: Visit, depth: int, skip: tuple[str, ...] = ()) -> None:
-    with os.scandir(dfd) as it:
-        names = [e.name for e in it if e.name not in skip]
+    try:
+        with os.scandir(dfd) as it:
+            names = [e.name for e in it if e.name not in skip]
+    except OSError:
+        return
     for name in names:
         try:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
+        except OSError:  # gone, or a directory without search permission (not as root)
             continue
         visit(vfd, name, st)
         if stat.S_ISDIR(st.st_mode) and depth < _MAX_DEPTH:
