@@ -19,7 +19,8 @@ def run(
     cmd: Annotated[list[str], typer.Argument(help="The command and its arguments (after --).",
                                              show_default=False)],
     workspace: Annotated[Path | None, typer.Option(
-        "--workspace", help="Workspace directory (read-write); default: a fresh empty one.")]
+        "--workspace", help="Workspace directory (read-write; as root, its contents are "
+        "handed to the sandbox user); default: a fresh empty one.")]
     = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Wall-clock seconds.")]
     = 60.0,
