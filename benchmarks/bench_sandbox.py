@@ -3,7 +3,8 @@
 Prints medians over ``--repeat`` runs of:
 
 - exec of ``true``: a bare subprocess, the raw bwrap command line, the full ``bwrap`` backend
-  (cgroups, output pumping, kill of what is left), the ``local`` backend;
+  (cgroups, output pumping, kill of what is left, the disk and set-id sweep of the workspace),
+  the ``local`` backend, and the ``bwrap`` backend over a 10,000-file plain directory;
 - ``fork()`` of the bundled sample repository, of a generated ~50-file workspace and of a
   generated 10,000-file workspace (~60 MB, log-normal sizes): the first fork of a plain
   directory (it snapshots it once), every later fork, a fork of a fork that has written
@@ -130,6 +131,9 @@ def main() -> None:
         small = make_workspace(Path(tmp) / "small", 50)
         big = make_workspace(Path(tmp) / "big", 10_000)
         rows += bench_exec(small, args.repeat)
+        with open_sandbox(big, backend="bwrap") as sb:  # a plain tree: sweeps walk all of it
+            rows.append(("bwrap backend exec `true`, 10k-file plain tree",
+                         median_ms(lambda: sb.exec(["true"]), args.repeat)))
         if SAMPLE.is_dir():
             rows += bench_fork("sample repo", SAMPLE, args.repeat)
         rows += bench_fork("50 files", small, args.repeat)

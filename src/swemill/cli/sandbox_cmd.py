@@ -19,13 +19,17 @@ def run(
     cmd: Annotated[list[str], typer.Argument(help="The command and its arguments (after --).",
                                              show_default=False)],
     workspace: Annotated[Path | None, typer.Option(
-        "--workspace", help="Workspace directory (read-write); default: a fresh empty one.")]
+        "--workspace", help="Workspace directory (read-write; as root, its contents are "
+        "handed to the sandbox user); default: a fresh empty one.")]
     = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Wall-clock seconds.")]
     = 60.0,
     memory: Annotated[int | None, typer.Option("--memory", min=16, help="Memory limit, MB.")]
     = 4096,
     pids: Annotated[int | None, typer.Option("--pids", min=1, help="Process limit.")] = 1024,
+    disk: Annotated[int | None, typer.Option(
+        "--disk-mb", min=1, help="What the workspace may hold in total, MB (killed: disk).")]
+    = 4096,
     net: Annotated[bool, typer.Option("--net", help="Share the host network.")] = False,
     backend: Annotated[str, typer.Option("--backend", help="auto, bwrap, local or docker.")]
     = "auto",
@@ -43,7 +47,7 @@ def run(
 
     if workspace is not None and not workspace.is_dir():
         fail(f"workspace {workspace} is not a directory")
-    limits = Limits(timeout_s=timeout, memory_mb=memory, pids=pids, net=net,
+    limits = Limits(timeout_s=timeout, memory_mb=memory, pids=pids, disk_mb=disk, net=net,
                     output_bytes=output_bytes)
     scratch = Path(tempfile.mkdtemp(prefix="swemill-sandbox-")) if workspace is None else None
     try:

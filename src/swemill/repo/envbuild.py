@@ -8,6 +8,9 @@ in the venv's import hooks (``*.pth``, editable finders, ``direct_url.json``) is
 ``/workspace``, so one read-only venv serves them all and always imports the workspace's own
 code. The ``local`` backend has no mounts; there :meth:`RepoEnv.run_env` puts the workspace's
 import roots first on ``PYTHONPATH`` instead.
+
+The repository's own install code runs only inside the sandbox; what runs where is in
+:mod:`swemill.repo.install`.
 """
 
 from __future__ import annotations
@@ -25,12 +28,19 @@ from typing import NoReturn
 
 from swemill.core.errors import EnvBuildError
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, write_text_atomic
+from swemill.repo.install import (
+    build_requires,
+    install_project,
+    project_requirement,
+    run_inside,
+    wheel_only_requirements,
+)
 from swemill.repo.pyselect import pick_python
 from swemill.repo.recipe import Recipe, detect_recipe, has_tests
 from swemill.repo.relocate import relocate_editable
 from swemill.repo.sources import ResolvedSource
 from swemill.repo.uvbin import find_uv
-from swemill.sandbox.base import WORKSPACE, Bind
+from swemill.sandbox.base import WORKSPACE, Bind, ExecResult
 
 __all__ = ["RepoEnv", "build_env", "env_key", "load_env"]
 
@@ -146,12 +156,20 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
           str(tmp / "venv")], log, src)
     work = tmp / "build-src"  # the install's own copy: the cached working copy stays clean
     shutil.copytree(src.path, work, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-    _run(_install_cmd(uv, tmp / "venv", work, recipe), log, src, cwd=work)
-    roots = relocate_editable(tmp / "venv", work, WORKSPACE) if recipe.editable else []
-    if not recipe.editable or not roots:
-        roots = _fallback_pth(tmp / "venv", work)
+    venv = tmp / "venv"
+    project = None
+    if recipe.editable and _is_project(work):
+        _run(_wheels_cmd(uv, venv, build_requires(work)), log, src)
+        _log_inside(install_project(uv, venv, work, recipe.extras, base_prefix,
+                                    _INSTALL_TIMEOUT_S), log, src, "install")
+        project = project_requirement(venv, [WORKSPACE, str(work)], recipe.extras)
+    reqs = wheel_only_requirements(src.path, recipe.requirement_files, tmp)
+    _run(_deps_cmd(uv, venv, project, reqs, recipe), log, src, cwd=tmp)
+    roots = relocate_editable(venv, work, WORKSPACE) if project else []
+    if not roots:
+        roots = _fallback_pth(venv, work)
+    _compile(uv, venv, final / "venv", work, base_prefix, log, src)
     shutil.rmtree(work)
-    _compile(tmp / "venv", final / "venv", log, src)
     write_text_atomic(tmp / "recipe.json", recipe.model_dump_json(indent=2) + "\n")
     meta = {"key": final.name, "repo": src.repo, "commit": src.commit, "spec": src.spec,
             "requested_recipe": _recipe_hash(requested),
@@ -171,14 +189,29 @@ def _requested(path: Path) -> str | None:
         return None
 
 
-def _install_cmd(uv: str, venv: Path, work: Path, recipe: Recipe) -> list[str]:
-    cmd = [uv, "pip", "install", "--python", str(venv / "bin" / "python"), "--no-progress"]
-    if recipe.editable and _is_project(work):
-        extras = f"[{','.join(recipe.extras)}]" if recipe.extras else ""
-        cmd += ["-e", f"{work}{extras}"]
-    for req in recipe.requirement_files:
-        cmd += ["-r", str(work / req)]
+def _wheels_cmd(uv: str, venv: Path, reqs: list[str]) -> list[str]:
+    """Installs ``reqs`` from wheels only: unpacking a wheel runs none of its code."""
+    return [uv, "pip", "install", "--python", str(venv / "bin" / "python"), "--no-progress",
+            "--only-binary", ":all:", *reqs]
+
+
+def _deps_cmd(uv: str, venv: Path, project: str | None, reqs: list[Path],
+              recipe: Recipe) -> list[str]:
+    cmd = _wheels_cmd(uv, venv, [project] if project else [])
+    for req in reqs:
+        cmd += ["-r", str(req)]
     return cmd + recipe.all_packages()
+
+
+def _log_inside(result: ExecResult, log: Path, src: ResolvedSource, what: str) -> None:
+    with open(log, "a") as fh:
+        fh.write(f"$ (in the sandbox) {what}\n{result.stdout}{result.stderr}")
+    if result.timed_out:
+        _fail(f"{what} of {src.repo} did not finish within {_INSTALL_TIMEOUT_S} s", log)
+    if not result.ok:
+        why = f"killed: {result.killed_reason}" if result.killed_reason else \
+            f"exit {result.exit_code}"
+        _fail(f"{what} of {src.repo}@{src.commit[:12]} failed ({why})", log)
 
 
 def _is_project(path: Path) -> bool:
@@ -194,12 +227,19 @@ def _fallback_pth(venv: Path, work: Path) -> list[str]:
     return [root]
 
 
-def _compile(venv: Path, final_venv: Path, log: Path, src: ResolvedSource) -> None:
-    """Precompile the venv with the paths it will have after the rename (start-up matters)."""
+def _compile(uv: str, venv: Path, final_venv: Path, work: Path, base_prefix: Path, log: Path,
+             src: ResolvedSource) -> None:
+    """Precompile the venv with the paths it will have after the rename (start-up matters).
+    In the sandbox: the venv's interpreter runs its ``.pth`` files, and compiling reads what
+    any symlink the build left points at."""
     site = next(venv.glob("lib/python*/site-packages"))
     final_site = final_venv / site.relative_to(venv)
-    _run([str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j", "0",
-          "-s", str(site), "-p", str(final_site), str(site)], log, src, check=False)
+    result = run_inside(lambda _: [str(venv / "bin" / "python"), "-m", "compileall", "-q",
+                                   "-j", "0", "-s", str(site), "-p", str(final_site), str(site)],
+                        uv=uv, venv=venv, work=work, base_prefix=base_prefix,
+                        timeout=_INSTALL_TIMEOUT_S)
+    with open(log, "a") as fh:
+        fh.write(f"$ (in the sandbox) compileall: exit {result.exit_code}\n")
 
 
 def _run(cmd: list[str], log: Path, src: ResolvedSource, *, cwd: Path | None = None,

@@ -6,6 +6,9 @@ Output is streamed through pipes in chunks; per stream the first half of the cap
 last half are kept, so a flood of any size costs a bounded amount of memory. When the main
 process exits, whatever it left behind (daemonised grandchildren) is killed: a command's
 lifetime bounds its tree.
+
+A :class:`DiskWatch` polls what the command has written to its workspace while it runs (and
+once after): over ``limits.disk_mb`` the tree is killed with ``killed_reason: disk``.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from swemill.core.errors import SandboxError
 from swemill.sandbox.base import ExecResult, KilledReason, Limits
 from swemill.sandbox.cgroups import CommandCgroups, cgroup_support
 
-__all__ = ["Capture", "guarded_argv", "open_cgroups", "run_guarded"]
+__all__ = ["Capture", "DiskWatch", "guarded_argv", "open_cgroups", "run_guarded"]
 
 _CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031
 _DRAIN_GRACE_S = 0.5
+_DISK_POLL_S = 0.2
+_DISK_POLL_SHARE = 10  # wait at least this many times the last measurement's cost
 
 
 class Capture:
@@ -69,6 +74,36 @@ class Capture:
         return (bytes(self.head) + marker + tail).decode("utf-8", "replace")
 
 
+class DiskWatch:
+    """Measures a workspace's usage now and then; knows when it went over the cap.
+
+    Measuring walks the workspace's writable layer, so the next poll waits at least ten times
+    as long as the last one took: the watch never costs more than ~10% of a core.
+    """
+
+    __slots__ = ("cap", "next_at", "over", "usage", "used")
+
+    def __init__(self, usage: Callable[[], int], cap_mb: int | None) -> None:
+        self.usage = usage
+        self.cap = None if cap_mb is None else cap_mb << 20
+        self.next_at = time.monotonic() + _DISK_POLL_S
+        self.over = False
+        self.used = 0
+
+    def wait(self) -> float:
+        """Seconds until the next poll is due (an hour when nothing is capped)."""
+        return 3600.0 if self.cap is None else max(self.next_at - time.monotonic(), 0.0)
+
+    def poll(self) -> bool:
+        """Measure now; whether the workspace is over its cap."""
+        start = time.monotonic()
+        self.used = self.usage()
+        now = time.monotonic()
+        self.next_at = now + max(_DISK_POLL_S, _DISK_POLL_SHARE * (now - start))
+        self.over = self.over or (self.cap is not None and self.used > self.cap)
+        return self.over
+
+
 _GUARD_FAIL = "swemill-guard: cannot enter the command's cgroup"
 
 
@@ -103,7 +138,9 @@ def guarded_argv(argv: Sequence[str], limits: Limits, cg: CommandCgroups | None)
     fail = f'{{ echo "{_GUARD_FAIL}" >&2; exit 125; }}'
     lines = [f"echo $$ > {shlex.quote(os.fsdecode(p))} || {fail}"
              for p in (cg.procs_files if cg is not None else [])]
-    lines += [f"ulimit {u} || exit 125" for u in _ulimits(limits, cg)]
+    # dash (Debian's /bin/sh) names the process limit -p, bash -u
+    lines += [f"ulimit {u} 2>/dev/null || ulimit -p {u[3:]} || exit 125" if u.startswith("-u ")
+              else f"ulimit {u} || exit 125" for u in _ulimits(limits, cg)]
     lines.append('exec "$@"')
     return ["/bin/sh", "-c", "\n".join(lines), "swemill-guard", *argv]
 
@@ -123,9 +160,11 @@ def open_cgroups(limits: Limits) -> CommandCgroups | None:
 
 
 def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
-                stdin: bytes | None, limits: Limits, timeout: float) -> ExecResult:
+                stdin: bytes | None, limits: Limits, timeout: float,
+                usage: Callable[[], int] | None = None) -> ExecResult:
     """Run ``argv`` under ``limits`` and return what it did (never raises for the command's
-    own failures; raises :class:`SandboxError` when it cannot be started)."""
+    own failures; raises :class:`SandboxError` when it cannot be started). ``usage``
+    measures the workspace (bytes) for the disk cap; it is also called once at the end."""
     cg = open_cgroups(limits)
     try:
         guarded = guarded_argv(argv, limits, cg)
@@ -138,13 +177,17 @@ def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxError(f"cannot start {argv[0]}: {exc}") from exc
         out, err = Capture(limits.output_bytes), Capture(limits.output_bytes)
-        timed_out = _pump(proc, stdin, out, err, timeout, lambda: _kill_tree(proc, cg))
+        watch = DiskWatch(usage, limits.disk_mb) if usage is not None else None
+        timed_out = _pump(proc, stdin, out, err, timeout, lambda: _kill_tree(proc, cg), watch)
         wall = time.perf_counter() - start
+        if watch is not None:
+            watch.poll()  # the final measure, also the last sweep of what the command left
         code = proc.returncode
         if code == 125 and err.text().startswith(_GUARD_FAIL):
             raise SandboxError(err.text().strip())
         exit_code = 128 - code if code < 0 else code
-        reason = _reason(cg, exit_code, code < 0, timed_out)
+        reason = _reason(cg, exit_code, code < 0, timed_out,
+                         watch is not None and watch.over)
         return ExecResult(exit_code=exit_code, timed_out=timed_out, killed_reason=reason,
                           stdout=out.text(), stderr=err.text(), wall_s=wall,
                           truncated=out.truncated or err.truncated)
@@ -154,12 +197,14 @@ def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
 
 
 def _reason(cg: CommandCgroups | None, exit_code: int, signalled: bool,
-            timed_out: bool) -> KilledReason | None:
+            timed_out: bool, over_disk: bool) -> KilledReason | None:
     """Why the command was stopped; a hit limit explains a kill better than the timeout."""
     if cg is not None and cg.oom_killed():
         return "memory"
     if cg is not None and cg.pids_limit_hit():
         return "pids"
+    if over_disk:
+        return "disk"
     if exit_code == 128 + signal.SIGXFSZ:
         return "file_size"
     if timed_out:
@@ -185,8 +230,9 @@ def _setup_fds(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector,
 
 
 def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, out: Capture, err: Capture,
-          timeout: float, kill: Callable[[], None]) -> bool:
-    """Stream output until the tree is gone or the deadline; returns whether it timed out."""
+          timeout: float, kill: Callable[[], None], watch: DiskWatch | None = None) -> bool:
+    """Stream output until the tree is gone or the deadline; returns whether it timed out
+    (a kill for the disk cap is recorded in ``watch``)."""
     pidfd = os.pidfd_open(proc.pid)
     sel = selectors.DefaultSelector()
     try:
@@ -207,7 +253,13 @@ def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, out: Capture, err:
                 _finish(proc, sel, pidfd, kill)
                 deadline = time.monotonic() + _DRAIN_GRACE_S
                 continue
-            for key, _ in sel.select(left):
+            if watch is not None and not exited and watch.wait() <= 0 and watch.poll():
+                exited = True  # over the disk cap: kill, then drain briefly
+                _finish(proc, sel, pidfd, kill)
+                deadline = time.monotonic() + _DRAIN_GRACE_S
+                continue
+            wait = left if watch is None or exited else min(left, watch.wait())
+            for key, _ in sel.select(wait):
                 if key.data == "exit":  # the main process is done: end what it left behind
                     exited = True
                     _finish(proc, sel, pidfd, kill)

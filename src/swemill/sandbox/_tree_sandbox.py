@@ -47,11 +47,14 @@ class TreeSandbox:
         self._active = 0
         self._lock = threading.Lock()
         self._closed = False
+        self._host_wrote = True
+        """The host may have written in the tree since the last command (see ``_prepare``)."""
 
     @property
     def workspace(self) -> Path:
         # whoever holds the host path may write there: a later fork must not reuse a snapshot
         self._tree.touched()
+        self._host_wrote = True
         return self._tree.path
 
     def exec(self, cmd: Sequence[str] | str, *, timeout: float | None = None,
@@ -72,11 +75,19 @@ class TreeSandbox:
         """The host argv that runs ``cmd`` in this sandbox, and the host cwd to start it in."""
         raise NotImplementedError
 
+    def _prepare(self) -> None:
+        """Called before each command starts (a backend readies the workspace for its user)."""
+
+    def _sweep(self) -> int:
+        """Clear set-id bits in this tree's writable layer; the bytes that layer holds."""
+        return self._tree.sweep()
+
     def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
               cwd: str | None, stdin: bytes | None) -> ExecResult:
         argv, where = self._command(cmd, cwd)
+        self._prepare()
         return run_guarded(argv, env=env, cwd=where, stdin=stdin, limits=self.limits,
-                           timeout=timeout)
+                           timeout=timeout, usage=self._sweep)
 
     def spawn(self, cmd: Sequence[str] | str, *, env: Mapping[str, str] | None = None,
               cwd: str | None = None) -> Spawned:
@@ -85,12 +96,14 @@ class TreeSandbox:
         The sandbox cannot be forked while it runs."""
         self._check_open()
         argv, where = self._command(cmd, cwd)
+        self._prepare()
         with self._lock:
             self._active += 1
         return spawn_guarded(argv, env={**BASE_ENV, **self.env, **(env or {})}, cwd=where,
                              limits=self.limits, on_close=self._spawn_done)
 
     def _spawn_done(self) -> None:
+        self._sweep()
         self._tree.touched()
         with self._lock:
             self._active -= 1
@@ -102,6 +115,7 @@ class TreeSandbox:
     def write_file(self, path: str, data: bytes | str) -> None:
         self._check_open()
         self._tree.touched()
+        self._host_wrote = True
         write_in(self._tree.path, path, data)
 
     def fork(self) -> Self:

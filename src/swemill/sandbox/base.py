@@ -25,7 +25,7 @@ __all__ = [
 WORKSPACE = "/workspace"
 """Where the workspace appears inside an isolating sandbox."""
 
-KilledReason = Literal["timeout", "memory", "pids", "file_size", "signal"]
+KilledReason = Literal["timeout", "memory", "pids", "file_size", "disk", "signal"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -37,6 +37,9 @@ class Limits:
     memory_mb: int | None = 4096
     pids: int | None = 1024
     file_size_mb: int | None = 1024
+    disk_mb: int | None = 4096
+    """What the workspace may hold in total: a plain directory's whole size, an overlay fork's
+    own writes. Polled while the command runs; over it, the tree is killed (``disk``)."""
     output_bytes: int = 1_000_000
     """Per stream; past it the head and the tail are kept and the middle is dropped."""
     net: bool = False

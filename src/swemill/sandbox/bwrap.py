@@ -4,8 +4,14 @@ Inside, a command sees: the system (``/usr``, ``/etc`` and the ``/bin``-style li
 Python prefix read-only, the caller's binds, its workspace read-write at ``/workspace`` (also
 its working directory), a private ``/tmp`` (``HOME``), its own ``/proc`` and pid namespace, no
 network (unless ``limits.net``), no IPC or hostname shared with the host, no host environment
-variables, and an unprivileged uid (1000) where user namespaces allow it. The root is read-only
-and nothing else of the host (its home, ``/work``, ``/var``, the host's ``/tmp``) exists.
+variables. The root is read-only and nothing else of the host (its home, ``/work``, ``/var``,
+the host's ``/tmp``) exists.
+
+Who the command is: as an ordinary user, uid 1000 in a user namespace that maps it to the
+caller. As root, bwrap (still root, so it can bind the cache and interpreter wherever they are,
+e.g. under a 0700 ``/root``) builds the mounts, then ``setpriv`` drops the command to the
+unprivileged host uid of :mod:`swemill.sandbox._hostuser` with no capabilities and
+``no_new_privs``; the workspace's writable layer is handed to that uid before each command.
 
 Limits come from :mod:`swemill.sandbox._run`: per-command cgroups (else rlimits), a file-size
 rlimit, a wall clock that kills the whole tree (the pid namespace dies with its first process,
@@ -23,8 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from swemill.core.errors import SandboxError, SandboxUnavailable
+from swemill.sandbox._hostuser import drop_argv
 from swemill.sandbox._tree_sandbox import TreeSandbox
 from swemill.sandbox.base import WORKSPACE, Bind, Limits
+from swemill.sandbox.fork import OverlayTree
 
 __all__ = ["BwrapSandbox", "bwrap_path", "usable"]
 
@@ -44,12 +52,12 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def _probe(extra: tuple[str, ...]) -> tuple[bool, str]:
+def _probe(extra: tuple[str, ...], inner: tuple[str, ...] = ()) -> tuple[bool, str]:
     exe = bwrap_path()
     if exe is None:
         return False, "bwrap not found"
     argv = [exe, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", *extra,
-            "--die-with-parent", "true"]
+            "--die-with-parent", "--", *inner, "true"]
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -65,9 +73,33 @@ def usable() -> tuple[bool, str]:
 
 @functools.cache
 def _user_ns_args() -> tuple[str, ...]:
-    """Run as an unprivileged uid inside when user namespaces allow it (measured: ~1 ms)."""
+    """Run as an unprivileged uid inside when user namespaces allow it (measured: ~1 ms).
+    Not as root: a user namespace made by root maps its user to host root."""
+    if drop_argv():
+        return ()
     args = ("--unshare-user", "--disable-userns", "--uid", _INSIDE_UID, "--gid", _INSIDE_UID)
     return args if _probe(args)[0] else ()
+
+
+@functools.cache
+def _drop_usable() -> tuple[bool, str]:
+    """As root: whether a command can be dropped to the sandbox uid inside bwrap."""
+    return _probe((), drop_argv()) if drop_argv() else (True, "")
+
+
+def _parent_dirs(binds: Sequence[str]) -> list[str]:
+    """``--dir`` for the parents of bind targets, world-traversable: bwrap would copy the
+    host's modes (a 0700 ``/root`` would stop the dropped uid on its way to the venv)."""
+    out: list[str] = []
+    for inside in binds:
+        parts = Path(inside).parts[1:-1]
+        if parts and parts[0] in ("usr", "etc", "proc", "dev"):
+            continue
+        for i in range(1, len(parts) + 1):
+            d = "/" + "/".join(parts[:i])
+            if d not in out and not (Path(d).is_symlink() and i == 1):
+                out.append(d)
+    return [a for d in out for a in ("--perms", "0755", "--dir", d)]
 
 
 def _system_mounts(net: bool) -> list[str]:
@@ -83,22 +115,36 @@ def _system_mounts(net: bool) -> list[str]:
         real = resolv.resolve()
         if real.exists() and not str(real).startswith(("/etc/", "/usr/")):
             args += ["--ro-bind", str(real), str(real)]
-    prefix = Path(sys.base_prefix).resolve()
-    if not str(prefix).startswith("/usr/"):  # repository venvs link to this interpreter
-        args += ["--ro-bind", str(prefix), str(prefix)]
     return args
+
+
+def _prefix() -> str | None:
+    prefix = Path(sys.base_prefix).resolve()  # repository venvs link to this interpreter
+    return None if str(prefix).startswith("/usr/") else str(prefix)
 
 
 def _static_args(limits: Limits, binds: Sequence[Bind]) -> list[str]:
     exe = bwrap_path()
     assert exe is not None
-    args = [exe, *_system_mounts(limits.net), "--proc", "/proc", "--dev", "/dev"]
-    if limits.memory_mb is not None:  # tmpfs pages are memory: keep /tmp within the limit
-        args += ["--size", str(limits.memory_mb << 20)]
-    args += ["--tmpfs", "/tmp", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-             "--unshare-cgroup-try", *_user_ns_args(), "--die-with-parent", "--new-session"]
+    # /proc/sys read-only even where a knob belongs to the sandbox's own namespaces (bwrap can
+    # only bind the host's copy over it: the same global values, never writable)
+    args = [exe, *_system_mounts(limits.net), "--proc", "/proc", "--ro-bind", "/proc/sys",
+            "/proc/sys", "--dev", "/dev"]
+    for tmp in ("/dev/shm", "/tmp"):  # POSIX semaphores live in /dev/shm: writable by anyone
+        if limits.memory_mb is not None:  # tmpfs pages are memory: keep them within the limit
+            args += ["--size", str(limits.memory_mb << 20)]
+        args += ["--perms", "1777", "--tmpfs", tmp]
+    args += ["--unshare-pid", "--unshare-ipc",
+             "--unshare-uts", "--unshare-cgroup-try", *_user_ns_args(), "--die-with-parent",
+             "--new-session"]
     if not limits.net:
         args.append("--unshare-net")
+    prefix = _prefix()
+    targets = [b.inside for b in binds] + ([prefix] if prefix else [])
+    if drop_argv():
+        args += _parent_dirs([*targets, WORKSPACE])
+    if prefix:
+        args += ["--ro-bind", prefix, prefix]
     for b in binds:
         args += ["--bind" if b.writable else "--ro-bind", str(b.host), b.inside]
     return args
@@ -115,6 +161,9 @@ class BwrapSandbox(TreeSandbox):
         ok, why = usable()
         if not ok:
             raise SandboxUnavailable(f"bwrap sandbox unusable ({why}); fix: {_install_hint()}")
+        ok, why = _drop_usable()
+        if not ok:  # never run as host root instead
+            raise SandboxUnavailable(f"bwrap sandbox cannot drop to an unprivileged uid ({why})")
         super().__init__(workspace, binds=binds, env=env, limits=limits, **kwargs)  # type: ignore[arg-type]
         self._static = _static_args(limits, self.binds)
 
@@ -126,7 +175,15 @@ class BwrapSandbox(TreeSandbox):
         where = WORKSPACE if cwd is None else (cwd if cwd.startswith("/") else
                                                f"{WORKSPACE}/{cwd}")
         return [*self._static, "--bind", str(self._tree.path), WORKSPACE, "--chdir", where,
-                "--remount-ro", "/", "--", *inner]
+                "--remount-ro", "/", "--", *drop_argv(), *inner]
 
     def _command(self, cmd: Sequence[str] | str, cwd: str | None) -> tuple[list[str], str]:
         return self.argv(cmd, cwd), "/"
+
+    def _prepare(self) -> None:
+        """What the host wrote since the last command becomes the sandbox user's to change.
+        A fork's own layer is small, so it is always checked (a caller may keep its host
+        path and write through it); a plain tree only after the host was given a chance."""
+        if self._host_wrote or isinstance(self._tree, OverlayTree):
+            self._tree.hand_over()
+            self._host_wrote = False

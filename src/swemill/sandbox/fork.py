@@ -32,11 +32,13 @@ import weakref
 from pathlib import Path
 
 from swemill.core.errors import SandboxError
+from swemill.sandbox._hostuser import hand_over, sweep
 
 __all__ = ["PlainTree", "OverlayTree", "Tree", "copy_tree", "overlay_usable"]
 
 _MAX_LAYERS = 48  # a mount's options must fit in one page; past this the view is squashed
 _MNT_DETACH = 2
+_MS_NOSUID, _MS_NODEV = 2, 4  # set-id bits and devices in a workspace mean nothing on the host
 _BASE_OPTS = "redirect_dir=off,index=off,metacopy=off,xino=off"
 
 
@@ -49,7 +51,8 @@ def _mount_overlay(target: Path, lowers: list[Path], upper: Path, work: Path) ->
     # volatile: scratch forks need no durability, and it spares a filesystem-wide sync on unmount
     base = f"lowerdir={':'.join(map(str, lowers))},upperdir={upper},workdir={work},{_BASE_OPTS}"
     for opts in (base + ",volatile", base):
-        if _libc().mount(b"overlay", os.fsencode(target), b"overlay", 0, opts.encode()) == 0:
+        if _libc().mount(b"overlay", os.fsencode(target), b"overlay", _MS_NOSUID | _MS_NODEV,
+                         opts.encode()) == 0:
             return
         err = ctypes.get_errno()
         if err != errno.EINVAL:
@@ -166,6 +169,19 @@ class Tree:
 
     path: Path
 
+    @property
+    def layer(self) -> Path:
+        """Where this tree's own writes land on the host (the tree, or an overlay's upper)."""
+        return self.path
+
+    def hand_over(self) -> None:
+        """Give this tree's own writes to the sandbox user (a no-op unless root)."""
+        hand_over(self.layer)
+
+    def sweep(self) -> int:
+        """Clear set-id bits in this tree's own writes; the bytes they take on disk."""
+        return sweep(self.layer)
+
     def touched(self) -> None:
         """The tree may have changed in ways only its owner knows (a command ran, a write)."""
 
@@ -203,6 +219,7 @@ class PlainTree(Tree):
         if self._snapshot is None:
             snap = self._store.new_path("L")
             copy_tree(self.path, snap)
+            hand_over(snap)  # copy-up keeps a lower file's owner: the sandbox user must own it
             self._store.hold([snap])
             self._snapshot = snap
         return OverlayTree(self._store, [self._snapshot])
@@ -234,10 +251,21 @@ class OverlayTree(Tree):
         try:
             for d in (self.path, self._upper, self._work):
                 d.mkdir()
+            hand_over(self._upper)  # the view's root takes the upper directory's owner
             _mount_overlay(self.path, self.lowers, self._upper, self._work)
         except BaseException:
             self.close()
             raise
+
+    @property
+    def layer(self) -> Path:
+        return self._upper
+
+    def hand_over(self) -> None:
+        hand_over(self._upper, self.path)
+
+    def sweep(self) -> int:
+        return sweep(self._upper, self.path)
 
     def _changed(self) -> bool:
         with os.scandir(self._upper) as it:
@@ -252,6 +280,7 @@ class OverlayTree(Tree):
     def _fork_by_copy(self) -> Tree:
         layer = self._store.new_path("L")
         copy_tree(self.path, layer)
+        hand_over(layer)
         self._store.hold([layer])
         try:
             return OverlayTree(self._store, [layer])
@@ -271,9 +300,11 @@ class OverlayTree(Tree):
             raise SandboxError(f"cannot unmount {self.path}: {os.strerror(err)}")
         layer = self._store.new_path("L")
         os.rename(self._upper, layer)
+        hand_over(layer)  # the host may have written there since the last command
         self._store.hold([layer])
         self.lowers = [layer, *self.lowers]
         self._upper.mkdir()
+        hand_over(self._upper)
         self._fresh_work()
         _mount_overlay(self.path, self.lowers, self._upper, self._work)
         if len(self.lowers) > _MAX_LAYERS:
@@ -284,6 +315,7 @@ class OverlayTree(Tree):
         """Replace a deep stack of layers by one copy of the view (upper is empty here)."""
         layer = self._store.new_path("L")
         copy_tree(self.path, layer)
+        hand_over(layer)
         self._store.hold([layer])
         _umount(self.path)
         self._store.release(self.lowers)

@@ -1,0 +1,118 @@
+"""A repository's install code runs in the sandbox: not as host root, without the caller's
+variables, with no network, writing only into the environment being built.
+
+The repository under test records, from its ``setup.py`` (run by the build backend during
+``swemill env``), who it ran as, what environment it saw and whether it reached a TCP server
+this test listens with on the host's loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from swemill.sandbox._hostuser import DEFAULT_UID, sandbox_uid
+from swemill.sandbox.bwrap import usable
+
+pytestmark = [pytest.mark.slow, pytest.mark.network,
+              pytest.mark.skipif(not usable()[0], reason="needs the bwrap sandbox")]
+
+SENTINEL = "swemill-sentinel-7f3a"
+
+SETUP_PY = '''
+import json, os, socket, sys
+from pathlib import Path
+from setuptools import setup
+
+probe = {{"uid": os.getuid(), "euid": os.geteuid(), "environ": dict(os.environ)}}
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+    probe["connected"] = True
+except OSError as exc:
+    probe["connected"] = False
+    probe["connect_error"] = str(exc)
+outside = Path({outside!r})
+try:
+    outside.write_text("escaped")
+    probe["wrote_outside"] = True
+except OSError:
+    probe["wrote_outside"] = False
+Path(sys.prefix, "install-probe.json").write_text(json.dumps(probe))
+setup(name="probe-pkg", version="0.1", packages=["probe_pkg"])
+'''
+
+
+class Listener:
+    """A TCP server on the host's loopback that counts connections."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+def test_install_code_runs_unprivileged_offline_and_without_the_callers_variables(
+        tmp_path: Path) -> None:
+    listener = Listener()
+    try:
+        # the listener itself is reachable from the host: a refused connect inside means
+        # the sandbox has no way to it, not that nothing listens
+        socket.create_connection(("127.0.0.1", listener.port), timeout=3).close()
+        repo = tmp_path / "repo"
+        (repo / "probe_pkg").mkdir(parents=True)
+        (repo / "probe_pkg" / "__init__.py").write_text("VALUE = 1\n")
+        (repo / "tests").mkdir()
+        (repo / "tests" / "test_probe.py").write_text(
+            "from probe_pkg import VALUE\n\ndef test_value():\n    assert VALUE == 1\n")
+        outside = tmp_path / "escaped.txt"
+        (repo / "setup.py").write_text(textwrap.dedent(SETUP_PY.format(
+            port=listener.port, outside=str(outside))))
+        env = {**os.environ, "SWEMILL_CACHE": str(tmp_path / "cache"), "COLUMNS": "200",
+               "AWS_SECRET_ACCESS_KEY": SENTINEL}
+        proc = subprocess.run([sys.executable, "-m", "swemill", "env", str(repo), "--json"],
+                              env=env, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        baseline_connects = listener.accepted
+    finally:
+        listener.close()
+    probes = list((tmp_path / "cache" / "envs").glob("*/venv/install-probe.json"))
+    assert len(probes) == 1, "setup.py did not run during the build"
+    probe = json.loads(probes[0].read_text())
+    assert probe["uid"] != 0 and probe["euid"] != 0
+    if sandbox_uid() is not None:
+        assert probe["uid"] == DEFAULT_UID
+    assert "AWS_SECRET_ACCESS_KEY" not in probe["environ"]
+    assert SENTINEL not in json.dumps(probe["environ"])
+    assert probe["connected"] is False, probe
+    assert baseline_connects == 1  # only this test's own check reached the listener
+    assert probe["wrote_outside"] is False and not outside.exists()
+    venv = probes[0].parent
+    left = [p for p in venv.rglob("*") if p.lstat().st_uid != os.geteuid()]
+    assert left == [], f"still owned by the sandbox user: {left[:5]}"
+    assert json.loads(proc.stdout)["counts"] == {"passed": 1}  # and the env works
