@@ -62,11 +62,24 @@ class Stage:
         return {"name": self.name, "entry": self.entry, "reads": list(self.reads),
                 "writes": list(self.writes), "doc": self.doc, "resumable": self.resumable}
 
+    def broken_outputs(self, store: Store, keys: list[str]) -> list[str]:
+        """Those of ``keys`` (as :meth:`output_keys` recorded them) that are gone, or whose
+        Parquet part is gone or no longer matches its marker."""
+        return [k for k in keys if not _intact(store, k)]
+
     def output_keys(self, store: Store, run_id: str) -> list[str]:
         """The keys that show this stage's output is complete, as they are now."""
         keys = [marker_key(stage, run_id, shard) for stage in self.shards
                 for shard in store.complete_shards(stage, run_id)]
         return keys + [f.format(run_id=run_id) for f in self.files]
+
+
+def _intact(store: Store, key: str) -> bool:
+    prefix, sep, name = key.rpartition("/_completions/")
+    if not sep:
+        return store.exists(key)
+    stage, _, run = prefix.rpartition("/run_id=")
+    return store.is_intact(stage, run, name.removesuffix(".json"))
 
 
 _RUN = "run_id=<id>"
@@ -80,9 +93,10 @@ STAGES: tuple[Stage, ...] = (
           doc="Build (or reuse) the repository's environment and its baseline (3 runs + "
               "coverage map); cached per repo@commit."),
     Stage("tasks", "swemill.pipeline.steps:tasks", reads=("source", "envs/"),
-          writes=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"snapshots/{_RUN}/"),
+          writes=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"golden/feed/{_RUN}/",
+                  f"snapshots/{_RUN}/"),
           doc="Synthesise candidate bugs and validate them with the four gates.",
-          resumable=True, shards=("tasks", "golden")),
+          resumable=True, shards=("tasks", "golden", "golden/feed")),
     Stage("rollouts", "swemill.pipeline.steps:rollouts",
           reads=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"snapshots/{_RUN}/"),
           writes=(f"trajectories/{_RUN}/", f"pairs/{_RUN}/", f"rollouts/{_RUN}/"),
