@@ -193,10 +193,11 @@ def _first_to_run(store: Store, manifest: RunManifest, selected: set[str],
     output gone or corrupt. Every selected stage from there on runs (its inputs may differ);
     the ones before it are recorded as skipped. None when there is nothing to run."""
     states, outputs = mf.stage_states(manifest), mf.stage_outputs(manifest)
+    unrecorded = "complete" if manifest.status == "complete" else None  # an older manifest
     for i, stage in enumerate(STAGES):
         if stage.name not in selected:
             continue
-        if states.get(stage.name) != "complete":
+        if states.get(stage.name, unrecorded) != "complete":
             return i
         broken = stage.broken_outputs(store, outputs.get(stage.name, []))
         if broken:
