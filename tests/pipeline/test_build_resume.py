@@ -138,8 +138,8 @@ KILL_POINTS = (
     KillPoint("env | tasks", stage_running("tasks")),
     KillPoint("tasks: procedural shard marked",
               appears("tasks/run_id={run}/_completions/*procedural.json")),
-    KillPoint("tasks: pr-mirror feed marked",
-              appears("golden/feed/run_id={run}/_completions/*pr-mirror.json")),
+    KillPoint("tasks: pr-mirror shard marked",
+              appears("tasks/run_id={run}/_completions/*pr-mirror.json")),
     KillPoint("tasks | rollouts", stage_running("rollouts")),
     KillPoint("rollouts: second shard marked",
               appears("trajectories/run_id={run}/_completions/00001-of-*.json")),
@@ -150,11 +150,12 @@ KILL_POINTS = (
 )
 
 
-def kill_at(point: KillPoint, root: Path, cache: Path, args: list[str]) -> bool:
+def kill_at(point: KillPoint, root: Path, cache: Path, args: list[str],
+            command: tuple[str, ...] = ("build",)) -> bool:
     """Run ``swemill build ARGS`` and SIGKILL its process group once ``point`` fires; False
     when the build ended first (the point was passed without a kill)."""
     started = time.time() - 1.0  # file times are coarser than time.time()
-    proc = _swemill(cache, "build", *args, "--json")
+    proc = _swemill(cache, *command, *args, "--json")
     deadline = time.monotonic() + 400
     try:
         while proc.poll() is None:
@@ -241,3 +242,29 @@ def test_resume_repairs_a_complete_run_whose_shards_were_deleted_or_corrupted(
     assert _counts(root) == _counts(reference)
     assert out["counts"]["rollouts"]["trajectories"] == _counts(reference)["rollouts"][
         "trajectories"]
+
+
+def test_the_tasks_and_rollout_commands_resume_to_the_same_rows(
+        reference: Path, build_cache: Path, tmp_path: Path) -> None:
+    """``swemill tasks --resume`` and ``swemill rollout --resume`` after a SIGKILL inside
+    them: the same run_tasks and run_rollouts as the build's, so the build's rows."""
+    want = marked_rows(reference)
+    root = tmp_path / "out"
+    tasks = ["tasks", "sample", "--out", str(root), "--run-id", RUN, "--max-tasks", "4",
+             "--workers", "2", "--seed", "3"]
+    assert kill_at(KILL_POINTS[4], root, build_cache, tasks, command=())
+    _finish(_swemill(build_cache, *tasks, "--resume", "--json"))
+    got = marked_rows(root)
+    assert {s: got[s] for s in ("tasks", "golden", "golden/feed")} == {
+        s: want[s] for s in ("tasks", "golden", "golden/feed")}
+
+    config = tmp_path / "rollout.json"
+    config.write_text(json.dumps({"seed": 3}))
+    rollout = ["rollout", "--tasks", RUN, "--out", str(root), "--policy",
+               "oracle,noisy-oracle:1.0", "--samples", "2", "--workers", "2",
+               "--config", str(config)]
+    assert kill_at(KILL_POINTS[7], root, build_cache, rollout, command=())
+    _finish(_swemill(build_cache, *rollout, "--resume", "--json"))
+    got = marked_rows(root)
+    assert {s: got[s] for s in ("trajectories", "pairs")} == {
+        s: want[s] for s in ("trajectories", "pairs")}
