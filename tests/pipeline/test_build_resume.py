@@ -73,6 +73,11 @@ def marked_rows(root: Path) -> dict[str, list[str]]:
     return out
 
 
+def _snapshots(root: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in root.glob(f"snapshots/run_id={RUN}/*")}
+
+
 def _manifest(root: Path) -> dict[str, Any]:
     return json.loads((root / f"manifests/run_id={RUN}.json").read_text())  # type: ignore[no-any-return]
 
@@ -209,6 +214,7 @@ def test_a_build_killed_at_every_boundary_and_inside_every_stage_resumes_to_the_
     out = _finish(_swemill(build_cache, "build", *resume, "--json"))
     assert out["status"] == "complete" and out["run_id"] == RUN
     assert marked_rows(root) == want
+    assert _snapshots(root) == _snapshots(reference)
     assert _counts(root) == _counts(reference)
 
 
@@ -225,10 +231,12 @@ def test_resume_repairs_a_complete_run_whose_shards_were_deleted_or_corrupted(
     assert {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()} == before
 
     run = f"run_id={RUN}"
-    # A truncated tasks part (its marker left), a trajectories shard deleted with its
-    # marker, a pairs part deleted without its marker, a corpus marker deleted alone.
+    # A truncated tasks part (its marker left), a task's snapshot deleted, a trajectories
+    # shard deleted with its marker, a pairs part deleted without its marker, a corpus
+    # marker deleted alone.
     tasks_part = next(root.glob(f"tasks/{run}/part-*procedural.parquet"))
     tasks_part.write_bytes(tasks_part.read_bytes()[:100])
+    next(root.glob(f"snapshots/{run}/*pr-mirror*.tar.gz")).unlink()
     traj = root / f"trajectories/{run}/part-00002-of-00004.parquet"
     traj.unlink()
     (traj.parent / "_completions/00002-of-00004.json").unlink()
@@ -239,6 +247,7 @@ def test_resume_repairs_a_complete_run_whose_shards_were_deleted_or_corrupted(
     assert out["status"] == "complete"
     assert out["skipped_stages"] == ["gate", "env"], out["skipped_stages"]
     assert marked_rows(root) == marked_rows(reference)
+    assert _snapshots(root) == _snapshots(reference)
     assert _counts(root) == _counts(reference)
     assert out["counts"]["rollouts"]["trajectories"] == _counts(reference)["rollouts"][
         "trajectories"]

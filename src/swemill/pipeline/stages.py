@@ -51,6 +51,9 @@ class Stage:
     """Store stages whose completion markers prove this stage's output is still there."""
     files: tuple[str, ...] = ()
     """Other keys (``{run_id}`` filled in) that must exist for the stage to count as done."""
+    listed: tuple[str, ...] = ()
+    """Prefixes (``{run_id}`` filled in) every object of which, as listed when the stage
+    completed, must still exist (the tasks' snapshots)."""
 
     def function(self) -> Callable[[StageContext], dict[str, int]]:
         module, _, attr = self.entry.partition(":")
@@ -71,6 +74,8 @@ class Stage:
         """The keys that show this stage's output is complete, as they are now."""
         keys = [marker_key(stage, run_id, shard) for stage in self.shards
                 for shard in store.complete_shards(stage, run_id)]
+        keys += [f"{prefix}/{name}" for p in self.listed
+                 for prefix in [p.format(run_id=run_id)] for name in store.list_keys(prefix)]
         return keys + [f.format(run_id=run_id) for f in self.files]
 
 
@@ -96,7 +101,8 @@ STAGES: tuple[Stage, ...] = (
           writes=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"golden/feed/{_RUN}/",
                   f"snapshots/{_RUN}/"),
           doc="Synthesise candidate bugs and validate them with the four gates.",
-          resumable=True, shards=("tasks", "golden", "golden/feed")),
+          resumable=True, shards=("tasks", "golden", "golden/feed"),
+          listed=("snapshots/run_id={run_id}",)),
     Stage("rollouts", "swemill.pipeline.steps:rollouts",
           reads=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"snapshots/{_RUN}/"),
           writes=(f"trajectories/{_RUN}/", f"pairs/{_RUN}/", f"rollouts/{_RUN}/"),

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from swemill.core.errors import StoreError
 from swemill.core.records import Golden, RunManifest, Task, utcnow
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
@@ -39,6 +40,7 @@ from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
 from swemill.validate.emit import emit_task, instance_id_of
 from swemill.validate.feed import FEED_STAGE, feed_digest, read_feed, write_feed
 from swemill.validate.pool import WorkerPool
+from swemill.validate.snapshot import digest
 
 if TYPE_CHECKING:
     from swemill.executors.base import Executor
@@ -140,11 +142,20 @@ def _resumed(store: Store, run: _Run, name: str, manifest: RunManifest,
         pairs = [(t, goldens[t.instance_id]) for t in store.read_shard("tasks", run_id, shard,
                                                                        Task)
                  if t.instance_id in goldens]
+        if not all(_snapshot_intact(store, t) for t, _ in pairs):
+            return None
     drops = {k.removeprefix("dropped_"): v for k, v in counts.items() if k.startswith("dropped_")}
     skipped = {k.removeprefix("skipped_"): v for k, v in counts.items()
                if k.startswith("skipped_")}
     return StrategyYield(counts.get("in", 0), len(pairs), counts.get("valid", len(pairs)),
                          drops, skipped), pairs
+
+
+def _snapshot_intact(store: Store, task: Task) -> bool:
+    try:
+        return digest(store.get_bytes(task.snapshot)) == task.metadata.get("snapshot_sha256")
+    except StoreError:
+        return False
 
 
 def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None = None, *,
