@@ -99,3 +99,15 @@ def test_parse_is_pure_and_repeatable() -> None:
     a = parse_report(text, 0, nonce=NONCE)
     b = parse_report(text, 0, nonce=NONCE)
     assert a.results == b.results and a.trustworthy == b.trustworthy
+
+
+def test_object_addresses_in_messages_are_masked() -> None:
+    """An address differs on every run; a message quoted in a problem statement or a tool
+    result would make the same task and actions give different rows."""
+    msg = ("assert 3 == 4\n where 4 = <inventory.stock.Warehouse object at 0x7f8c44cd1f90>"
+           ".total_value\n and 0xdeadbeef stays")
+    text = "\n".join([line("start"), line("test", nodeid="t.py::a", outcome="failed",
+                                          duration=0.1, message=msg),
+                      line("finish", exitstatus=1, collected=1)]) + "\n"
+    r = parse_report(text, 1, nonce=NONCE)
+    assert r.results["t.py::a"].message == msg.replace("0x7f8c44cd1f90>", "0x...>")

@@ -61,3 +61,17 @@ def test_scrub_is_deterministic(tmp_path: Path) -> None:
         _make_leaky_repo(root)
         scrub_tree(root)
     assert _git(a, "rev-parse", "HEAD") == _git(b, "rev-parse", "HEAD")
+
+
+def test_scrubbed_trees_pack_to_the_same_snapshot_and_stay_clean(tmp_path: Path) -> None:
+    """The git index caches stat data (inode, times): without it rebuilt, the same tree made
+    twice packs to different snapshot bytes, and a resumed build's tasks differ."""
+    from swemill.validate.snapshot import pack_tree, unpack_tree
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        _make_leaky_repo(root)
+        scrub_tree(root)
+    assert pack_tree(a) == pack_tree(b)
+    out = unpack_tree(pack_tree(a), tmp_path / "out")
+    assert _git(out, "status", "--porcelain") == ""

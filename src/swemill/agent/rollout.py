@@ -6,8 +6,10 @@ process), runs :func:`~swemill.agent.sampling.sample_task` per task on a pool of
 
 - ``trajectories/run_id=<id>/part-<shard>.parquet`` (the canonical IR),
 - ``pairs/run_id=<id>/part-<shard>.parquet`` (:class:`PreferencePair`, when a shard has any),
-- ``rollouts/run_id=<id>/shards/<shard>.json``: the shard's completion record (counts, cost,
-  solve rates); a resumed run skips every shard that has one,
+- ``rollouts/run_id=<id>/shards/<shard>.json``: the shard's completion record (its task ids,
+  counts, cost, solve rates); a resumed run skips a shard whose record names the same tasks
+  and whose trajectory and pair shards are intact, and otherwise drops all three and redoes
+  it (so deleting a corrupt part, with or without its marker, redoes exactly that shard),
 - ``rollouts/run_id=<id>/inflight/<trajectory>.json``: each running trajectory, rewritten after
   every step and deleted once its shard is written (what a crash leaves behind),
 - ``rollouts/run_id=<id>/config.json`` and the counts, cost and policy in the run's manifest.
@@ -178,10 +180,11 @@ def run_shard(stage: RolloutStage, shard: str, tasks: list[Task]) -> dict[str, A
         counts["format_errors"] += len(t.metadata.get("format_errors") or [])
         for kind in t.flags:
             counts[f"flag_{kind}"] += 1
-    if pairs:
-        stage.store.write_records(PAIRS_STAGE, stage.run_id, shard, pairs)
-    if trajs:
-        stage.store.write_records("trajectories", stage.run_id, shard, trajs)
+    for name, rows in ((PAIRS_STAGE, pairs), ("trajectories", trajs)):
+        if rows:
+            stage.store.write_records(name, stage.run_id, shard, rows)
+        else:  # an earlier attempt's rows must not outlive this one
+            stage.store.drop_shard(name, stage.run_id, shard)
     summary = {"shard": shard, "tasks": [t.instance_id for t in tasks], "trajectories": len(trajs),
                "pairs": len(pairs), "counts": dict(counts), "solve_rates": rates,
                "decision_points": points, "divergent_points": divergent,
@@ -206,6 +209,39 @@ def _load_tasks(store: Store, tasks_run_id: str, run_id: str) -> list[Task]:
     return tasks
 
 
+def _shard_intact(store: Store, run_id: str, name: str, tasks: list[Task]) -> bool:
+    """Whether shard ``name``'s record names exactly ``tasks`` and every Parquet shard it
+    counts is there, uncorrupted, and no other one is."""
+    try:
+        record = store.read_json(_rollouts_key(run_id, "shards", f"{name}.json"))
+    except StoreError:
+        return False
+    if not isinstance(record, dict) or record.get("tasks") != [t.instance_id for t in tasks]:
+        return False
+    for stage, key in (("trajectories", "trajectories"), (PAIRS_STAGE, "pairs")):
+        if record.get(key) and not store.is_intact(stage, run_id, name):
+            return False
+        if not record.get(key) and store.is_complete(stage, run_id, name):
+            return False
+    return True
+
+
+def _keep_finished(store: Store, run_id: str, shards: dict[str, list[Task]]) -> set[str]:
+    """The shards an earlier attempt finished and that are still whole. Every other shard
+    record (a broken shard's, or one named for another number of tasks) is removed with its
+    trajectory and pair shards, so the run holds only what this run will count."""
+    keep: set[str] = set()
+    for record in store.list_keys(_rollouts_key(run_id, "shards")):
+        name = record.removesuffix(".json")
+        if name in shards and _shard_intact(store, run_id, name, shards[name]):
+            keep.add(name)
+            continue
+        store.delete(_rollouts_key(run_id, "shards", record))  # first: the shard is unfinished
+        store.drop_shard("trajectories", run_id, name)
+        store.drop_shard(PAIRS_STAGE, run_id, name)
+    return keep
+
+
 def run_rollouts(store: Store, tasks_run_id: str, config: RolloutConfig, *,
                  run_id: str | None = None, resume: bool = False,
                  progress: Progress | None = None,
@@ -221,15 +257,18 @@ def run_rollouts(store: Store, tasks_run_id: str, config: RolloutConfig, *,
     groups = [tasks[i:i + size] for i in range(0, len(tasks), size)]
     # shards are named over all the tasks, so --max-tasks only decides how many run now
     names = [shard_name(k, len(groups)) for k in range(len(groups))]
+    all_names, all_groups = list(names), list(groups)
     if config.max_tasks is not None:
         keep = -(-config.max_tasks // size)
         groups, names = groups[:keep], names[:keep]
         tasks = [t for g in groups for t in g]
     done = set(store.list_keys(_rollouts_key(run_id, "shards")))
-    finished = [n for n in names if f"{n}.json" in done]
-    if finished and not resume:
-        raise ConfigError(f"run {run_id} already has rollouts ({len(finished)} of {len(names)} "
+    recorded = [n for n in names if f"{n}.json" in done]
+    if recorded and not resume:
+        raise ConfigError(f"run {run_id} already has rollouts ({len(recorded)} of {len(names)} "
                           "shards); pass --resume to finish it or --run-id for a new run")
+    whole = _keep_finished(store, run_id, dict(zip(all_names, all_groups, strict=True)))
+    finished = [n for n in names if n in whole]
     stage = RolloutStage(store, tasks_run_id, run_id, config, progress)
     stage.check(tasks[0])
     store.write_json(_rollouts_key(run_id, "config.json"), config.model_dump(mode="json"))
@@ -270,6 +309,8 @@ def _finish(store: Store, run_id: str, config: RolloutConfig, result: RolloutRes
     counts: Counter[str] = Counter()
     points = divergent = 0
     for name in store.list_keys(_rollouts_key(run_id, "shards")):
+        if not name.endswith(".json"):
+            continue
         s = store.read_json(_rollouts_key(run_id, "shards", name))
         counts.update(s["counts"])
         counts["trajectories"] += s["trajectories"]

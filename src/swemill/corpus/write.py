@@ -38,5 +38,7 @@ def write_corpus(
     for stage, name, rows, schema, label in plan:
         if rows:
             store.write_records(stage, run_id, name, rows, schema=schema)
+        else:  # a rebuilt corpus must not keep an earlier build's rows of this table
+            store.drop_shard(stage, run_id, name)
         written[label] = len(rows)
     return written

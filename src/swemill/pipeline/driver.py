@@ -6,9 +6,11 @@ each stage is marked ``running`` then ``complete`` in it, and the run ends ``com
 build under the root (or ``run_id``) under its recorded source and config: stages already
 complete are skipped, the others run with ``resume=True`` and skip their finished shards.
 A stage that completed records the keys proving its output (shard markers, the card...); a
-resumed build redoes a "complete" stage whose keys are gone (a shard deleted after a crash
-left it corrupt) and, from the first stage it runs, every later stage. A SIGKILL leaves the
-manifest at ``running``; that is what resume looks for.
+resumed build redoes a "complete" stage whose keys are gone or whose Parquet parts no longer
+match their markers (deleted or corrupted after the fact) and, from the first stage it runs,
+every later stage. That holds for a run already ``complete`` too: ``--resume`` on it checks
+its outputs and repairs what is broken, and does nothing when all is whole. A SIGKILL leaves
+the manifest at ``running``; ``--resume`` without ``--run-id`` looks for that.
 """
 
 from __future__ import annotations
@@ -150,13 +152,17 @@ def run_build(source: str | None, out: str, config: BuildConfig | None = None, *
         _check_executor(config, store, source or SAMPLE_SOURCE)
         manifest = _start(store, source or SAMPLE_SOURCE, config, run_id, parent)
     result = BuildResult(manifest.run_id, store, manifest, resumed=resume)
-    if resume and manifest.status == "complete":
-        result.skipped = [s.name for s in STAGES]
-        return result
+    tell = progress or (lambda _e: None)
+    first = _first_to_run(store, manifest, selected, result, tell)
+    if first is None and manifest.status == "complete":
+        return result  # every output is whole: nothing to do
     _mark_running(store, manifest.run_id)
     ctx = StageContext(store, manifest.run_id, manifest.source or SAMPLE_SOURCE, config,
                        resume=resume)
-    _run_stages(ctx, manifest, selected, result, progress or (lambda _e: None))
+    for stage in STAGES[len(STAGES) if first is None else first:]:
+        if stage.name in selected:
+            ctx.resume = resume and stage.resumable
+            result.summaries[stage.name] = _run_stage(stage, ctx, tell)
     states = mf.stage_states(store.read_manifest(manifest.run_id))
     if all(states.get(s.name) == "complete" for s in STAGES):
         result.manifest = _finish(store, manifest.run_id)
@@ -181,24 +187,25 @@ def _check_order(states: dict[str, str], selected: set[str], run_id: str) -> Non
                               f"run it before {wanted}")
 
 
-def _run_stages(ctx: StageContext, manifest: RunManifest, selected: set[str],
-                result: BuildResult, tell: Progress) -> None:
-    store = ctx.store
+def _first_to_run(store: Store, manifest: RunManifest, selected: set[str],
+                  result: BuildResult, tell: Progress) -> int | None:
+    """The index of the first selected stage to run: not complete, or complete with an
+    output gone or corrupt. Every selected stage from there on runs (its inputs may differ);
+    the ones before it are recorded as skipped. None when there is nothing to run."""
     states, outputs = mf.stage_states(manifest), mf.stage_outputs(manifest)
-    redo = False  # once a stage runs, every later stage runs too (its inputs may differ)
-    for stage in STAGES:
+    unrecorded = "complete" if manifest.status == "complete" else None  # an older manifest
+    for i, stage in enumerate(STAGES):
         if stage.name not in selected:
             continue
-        if not redo and states.get(stage.name) == "complete":
-            missing = [k for k in outputs.get(stage.name, []) if not store.exists(k)]
-            if not missing:
-                result.skipped.append(stage.name)
-                tell(BuildEvent(stage.name, "skip", "finished by an earlier attempt"))
-                continue
-            tell(BuildEvent(stage.name, "update", f"redoing: {missing[0]} is gone"))
-        redo = True
-        ctx.resume = result.resumed and stage.resumable
-        result.summaries[stage.name] = _run_stage(stage, ctx, tell)
+        if states.get(stage.name, unrecorded) != "complete":
+            return i
+        broken = stage.broken_outputs(store, outputs.get(stage.name, []))
+        if broken:
+            tell(BuildEvent(stage.name, "update", f"redoing: {broken[0]} is gone or corrupt"))
+            return i
+        result.skipped.append(stage.name)
+        tell(BuildEvent(stage.name, "skip", "finished by an earlier attempt"))
+    return None
 
 
 def _mark_running(store: Store, run_id: str) -> None:

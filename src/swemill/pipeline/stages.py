@@ -51,6 +51,9 @@ class Stage:
     """Store stages whose completion markers prove this stage's output is still there."""
     files: tuple[str, ...] = ()
     """Other keys (``{run_id}`` filled in) that must exist for the stage to count as done."""
+    listed: tuple[str, ...] = ()
+    """Prefixes (``{run_id}`` filled in) every object of which, as listed when the stage
+    completed, must still exist (the tasks' snapshots)."""
 
     def function(self) -> Callable[[StageContext], dict[str, int]]:
         module, _, attr = self.entry.partition(":")
@@ -62,11 +65,26 @@ class Stage:
         return {"name": self.name, "entry": self.entry, "reads": list(self.reads),
                 "writes": list(self.writes), "doc": self.doc, "resumable": self.resumable}
 
+    def broken_outputs(self, store: Store, keys: list[str]) -> list[str]:
+        """Those of ``keys`` (as :meth:`output_keys` recorded them) that are gone, or whose
+        Parquet part is gone or no longer matches its marker."""
+        return [k for k in keys if not _intact(store, k)]
+
     def output_keys(self, store: Store, run_id: str) -> list[str]:
         """The keys that show this stage's output is complete, as they are now."""
         keys = [marker_key(stage, run_id, shard) for stage in self.shards
                 for shard in store.complete_shards(stage, run_id)]
+        keys += [f"{prefix}/{name}" for p in self.listed
+                 for prefix in [p.format(run_id=run_id)] for name in store.list_keys(prefix)]
         return keys + [f.format(run_id=run_id) for f in self.files]
+
+
+def _intact(store: Store, key: str) -> bool:
+    prefix, sep, name = key.rpartition("/_completions/")
+    if not sep:
+        return store.exists(key)
+    stage, _, run = prefix.rpartition("/run_id=")
+    return store.is_intact(stage, run, name.removesuffix(".json"))
 
 
 _RUN = "run_id=<id>"
@@ -80,9 +98,11 @@ STAGES: tuple[Stage, ...] = (
           doc="Build (or reuse) the repository's environment and its baseline (3 runs + "
               "coverage map); cached per repo@commit."),
     Stage("tasks", "swemill.pipeline.steps:tasks", reads=("source", "envs/"),
-          writes=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"snapshots/{_RUN}/"),
+          writes=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"golden/feed/{_RUN}/",
+                  f"snapshots/{_RUN}/"),
           doc="Synthesise candidate bugs and validate them with the four gates.",
-          resumable=True, shards=("tasks", "golden")),
+          resumable=True, shards=("tasks", "golden", "golden/feed"),
+          listed=("snapshots/run_id={run_id}",)),
     Stage("rollouts", "swemill.pipeline.steps:rollouts",
           reads=(f"tasks/{_RUN}/", f"golden/{_RUN}/", f"snapshots/{_RUN}/"),
           writes=(f"trajectories/{_RUN}/", f"pairs/{_RUN}/", f"rollouts/{_RUN}/"),

@@ -38,6 +38,7 @@ __all__ = [
 STAGES = (
     "tasks",
     "golden",
+    "golden/feed",
     "trajectories",
     "traces",
     "corpus/sft",

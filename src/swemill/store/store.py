@@ -245,6 +245,22 @@ class Store:
     def is_complete(self, stage: str, run_id: str, shard: str) -> bool:
         return self.exists(layout.marker_key(stage, run_id, shard))
 
+    def is_intact(self, stage: str, run_id: str, shard: str) -> bool:
+        """Whether the shard's marker and part are both there and the part matches the
+        marker's sha256: what a resume may keep. Reads the whole part."""
+        try:
+            marker = self.read_json(layout.marker_key(stage, run_id, shard))
+            data = self.get_bytes(layout.part_key(stage, run_id, shard))
+        except StoreError:
+            return False
+        return isinstance(marker, dict) and hashlib.sha256(data).hexdigest() == marker.get(
+            "sha256")
+
+    def drop_shard(self, stage: str, run_id: str, shard: str) -> None:
+        """Remove a shard: its marker first (so a crash in between reads as unfinished)."""
+        self.delete(layout.marker_key(stage, run_id, shard))
+        self.delete(layout.part_key(stage, run_id, shard))
+
     def pending_shards(self, stage: str, run_id: str, shards: Iterable[str]) -> list[str]:
         """The shards of ``shards`` without a completion marker: what a resumed run redoes."""
         done = set(self.complete_shards(stage, run_id))
@@ -295,6 +311,14 @@ class Store:
             where = self.url_for(layout.part_key(stage, run_id, shard))
             rows.extend(table_to_rows(table, model, where))
         return rows
+
+    def read_shard(
+        self, stage: str, run_id: str, shard: str, model: type[BaseModel] | None = None
+    ) -> list[Any]:
+        """The rows of one finished shard (checked against its marker, like every read)."""
+        marker = self.read_json(layout.marker_key(stage, run_id, shard))
+        table = self._read_part(stage, run_id, shard, marker)
+        return table_to_rows(table, model, self.url_for(layout.part_key(stage, run_id, shard)))
 
     def part_urls(self, stage: str, run_id: str) -> list[str]:
         """URLs of the finished parts, e.g. for ``datasets.load_dataset("parquet", ...)``."""

@@ -10,6 +10,7 @@ non-zero is not a pass; neither is a run that was killed, timed out or wrote for
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -19,6 +20,14 @@ __all__ = ["TestRunReport", "parse_report"]
 
 _BAD = ("failed", "error")
 _EXIT_MEANING = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
+# CPython's default repr, ``<Warehouse object at 0x7f8c44cd1f90>``: the address differs on
+# every run and means nothing, and a message is quoted in problem statements and tool results,
+# so it is masked to keep those a function of the code and its tests.
+_ADDRESS = re.compile(r"( at 0x)[0-9a-fA-F]{4,16}>")
+
+
+def _message(row: dict[str, object]) -> str:
+    return _ADDRESS.sub(r"\1...>", str(row.get("message", "")))
 
 
 @dataclass(slots=True)
@@ -87,9 +96,9 @@ def parse_report(report_text: str, exit_code: int, *, nonce: str | None = None,
             nodeid = str(row["nodeid"])
             results[nodeid] = TestResult(nodeid=nodeid, outcome=row["outcome"],  # type: ignore[arg-type]
                                          duration_s=float(row.get("duration", 0.0)),  # type: ignore[arg-type]
-                                         message=str(row.get("message", "")))
+                                         message=_message(row))
         elif kind == "collect":
-            collect_errors[str(row["nodeid"])] = str(row.get("message", ""))
+            collect_errors[str(row["nodeid"])] = _message(row)
         elif kind == "finish":
             finish = row
     if selected is not None:

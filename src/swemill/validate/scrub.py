@@ -56,6 +56,10 @@ def fresh_commit(root: Path, message: str = "swemill task") -> str:
     run("init", "-q", "-b", "main")
     run("add", "-A", "-f", ".")
     run("commit", "-q", "--allow-empty", "--no-verify", "--no-gpg-sign", "-m", message)
+    # The index caches each file's stat data (times, inode): rebuilt from the commit it holds
+    # none, so the same tree packs to the same snapshot bytes on every run (git status
+    # re-reads the files once and finds them clean).
+    run("read-tree", "HEAD")
     return run("rev-parse", "HEAD").stdout.strip()
 
 

@@ -5,7 +5,10 @@ license tier goes on every row), build the environment and the baseline (both ca
 for each strategy generate candidates lazily and validate them on parallel workers (see
 :mod:`swemill.validate.pool` and :mod:`swemill.validate.check`); ``combine`` runs last, over
 the bugs the other strategies validated. Each strategy's rows are one shard, golden first
-then tasks, and the manifest records its counts, so ``resume`` skips finished strategies.
+then tasks, and the manifest records its counts, so ``resume`` skips finished strategies
+whose shards are intact (a missing or corrupt one is redone). Combine is fed from what the
+earlier strategies *wrote* (:mod:`swemill.validate.feed`), on a fresh run as on a resume, and
+is redone when what it would be fed differs from what it was fed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from swemill.core.errors import StoreError
 from swemill.core.records import Golden, RunManifest, Task, utcnow
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
@@ -34,7 +38,9 @@ from swemill.validate.audit import audit_tasks
 from swemill.validate.check import CheckContext, Checked
 from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
 from swemill.validate.emit import emit_task, instance_id_of
+from swemill.validate.feed import FEED_STAGE, feed_digest, read_feed, write_feed
 from swemill.validate.pool import WorkerPool
+from swemill.validate.snapshot import digest
 
 if TYPE_CHECKING:
     from swemill.executors.base import Executor
@@ -115,27 +121,41 @@ def _sources(manifest: RunManifest) -> dict[str, dict[str, dict[str, object]]]:
     return manifest.metadata.setdefault("tasks_sources", {})  # type: ignore[no-any-return]
 
 
-def _resumed(store: Store, run: _Run, name: str, manifest: RunManifest
-             ) -> tuple[StrategyYield, list[tuple[Task, Golden]]] | None:
+def _resumed(store: Store, run: _Run, name: str, manifest: RunManifest,
+             bugs: list[ValidatedBug]) -> tuple[StrategyYield, list[tuple[Task, Golden]]] | None:
+    """What an earlier attempt recorded for strategy ``name``, read back from its shards;
+    None when it must be redone (no record, a shard missing or corrupt, another feed)."""
     entry = _sources(manifest).get(run.spec, {}).get(name)
     if entry is None:
         return None
     counts: dict[str, int] = entry["counts"]  # type: ignore[assignment]
     shard, run_id = _shard(run.src.repo, name), run.run_id
+    if name == "combine" and entry.get("fed") != feed_digest(bugs):
+        return None
+    stages = ["golden", "tasks"] if counts.get("out", 0) else []
+    stages += [FEED_STAGE] if entry.get("feed", 0) else []
+    if not all(store.is_intact(stage, run_id, shard) for stage in stages):
+        return None
     pairs: list[tuple[Task, Golden]] = []
     if counts.get("out", 0):
-        if not (store.is_complete("golden", run_id, shard)
-                and store.is_complete("tasks", run_id, shard)):
+        goldens = {g.instance_id: g for g in store.read_shard("golden", run_id, shard, Golden)}
+        pairs = [(t, goldens[t.instance_id]) for t in store.read_shard("tasks", run_id, shard,
+                                                                       Task)
+                 if t.instance_id in goldens]
+        if not all(_snapshot_intact(store, t) for t, _ in pairs):
             return None
-        tasks = [t for t in store.read_records("tasks", run_id, Task)
-                 if t.strategy == name and t.metadata.get("source") == run.spec]
-        goldens = {g.instance_id: g for g in store.read_records("golden", run_id, Golden)}
-        pairs = [(t, goldens[t.instance_id]) for t in tasks if t.instance_id in goldens]
     drops = {k.removeprefix("dropped_"): v for k, v in counts.items() if k.startswith("dropped_")}
     skipped = {k.removeprefix("skipped_"): v for k, v in counts.items()
                if k.startswith("skipped_")}
     return StrategyYield(counts.get("in", 0), len(pairs), counts.get("valid", len(pairs)),
                          drops, skipped), pairs
+
+
+def _snapshot_intact(store: Store, task: Task) -> bool:
+    try:
+        return digest(store.get_bytes(task.snapshot)) == task.metadata.get("snapshot_sha256")
+    except StoreError:
+        return False
 
 
 def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None = None, *,
@@ -191,17 +211,19 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     v_start = time.monotonic()
     try:
         for i, name in enumerate(order):
-            old = _resumed(store, run, name, manifest) if resume else None
+            old = _resumed(store, run, name, manifest, bugs) if resume else None
             if old is not None:
                 result.yields[name], pairs = old
                 result.resumed.append(name)
-                bugs += [ValidatedBug.from_task(t, g) for t, g in pairs]
-                _collect(result, name, pairs)
-                continue
-            feed = config.combine_feed if i == 0 and "combine" in order else 0
-            pairs = _one_strategy(run, pool, view, name, quotas[name], feed, bugs, result)
+            else:
+                feed = config.combine_feed if i == 0 and "combine" in order else 0
+                fed = feed_digest(bugs) if name == "combine" else None
+                pairs, n_feed = _one_strategy(run, pool, view, name, quotas[name], feed, bugs,
+                                              result)
+                _record(store, manifest, run, result, name, feed=n_feed, fed=fed)
             _collect(result, name, pairs)
-            _record(store, manifest, run, result, name)
+            if _sources(manifest)[source][name].get("feed", 0):
+                bugs += read_feed(store, run_id, _shard(src.repo, name))
     finally:
         pool.close()
     result.cpu_s = _cpu() - cpu0 + pool.cpu_s
@@ -219,7 +241,10 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
 
 def _one_strategy(run: _Run, pool: WorkerPool, view: RepoView, name: str, quota: int,
                   feed: int, bugs: list[ValidatedBug], result: TasksResult
-                  ) -> list[tuple[Task, Golden]]:
+                  ) -> tuple[list[tuple[Task, Golden]], int]:
+    """Validate and write one strategy's shards; returns its pairs and how many bugs it
+    wrote to its feed shard for combine. Shards it has nothing for are removed, so no
+    earlier attempt's rows outlive a redo."""
     config = run.config
     target = max(quota, feed)
     strategy = _strategy(name, config, bugs)
@@ -229,14 +254,7 @@ def _one_strategy(run: _Run, pool: WorkerPool, view: RepoView, name: str, quota:
                                                        view.max_candidates or 0))
     accepted = stream.accepted
     written = accepted[:quota]
-    for c in accepted:
-        if not c.base_patch.strip():
-            bugs.append(ValidatedBug(
-                instance_id=instance_id_of(c.candidate.repo or run.src.repo,
-                                           c.candidate.candidate_id),
-                bug_patch=c.candidate.bug_patch,
-                base_commit=c.base_commit, fail_to_pass=tuple(c.verdict.fail_to_pass),
-                pass_to_pass=tuple(c.verdict.pass_to_pass), changed=tuple(c.candidate.changed)))
+    fed = _fed(run, accepted) if "combine" in config.strategies and name != "combine" else []
     y = StrategyYield(candidates=len(stream.checked), tasks=len(written), valid=len(accepted),
                       drops=dict(Counter(c.reason for c in stream.checked
                                          if not c.verdict.accepted)))
@@ -244,11 +262,30 @@ def _one_strategy(run: _Run, pool: WorkerPool, view: RepoView, name: str, quota:
     y.skipped = dict(strategy.report.skipped)
     result.yields[name] = y
     pairs = run.emit(written)
+    shard, store = _shard(run.src.repo, name), run.store
     if pairs:
-        shard = _shard(run.src.repo, name)
-        run.store.write_records("golden", run.run_id, shard, [g for _, g in pairs])
-        run.store.write_records("tasks", run.run_id, shard, [t for t, _ in pairs])
-    return pairs
+        store.write_records("golden", run.run_id, shard, [g for _, g in pairs])
+        store.write_records("tasks", run.run_id, shard, [t for t, _ in pairs])
+    else:
+        store.drop_shard("tasks", run.run_id, shard)
+        store.drop_shard("golden", run.run_id, shard)
+    if fed:
+        write_feed(store, run.run_id, shard, fed)
+    else:
+        store.drop_shard(FEED_STAGE, run.run_id, shard)
+    return pairs, len(fed)
+
+
+def _fed(run: _Run, accepted: list[Checked]) -> list[ValidatedBug]:
+    """Every accepted bug combine can merge (made on the base commit itself), not only the
+    ones written as tasks: the first strategy validates extra ones for combine."""
+    return [ValidatedBug(instance_id=instance_id_of(c.candidate.repo or run.src.repo,
+                                                    c.candidate.candidate_id),
+                         bug_patch=c.candidate.bug_patch, base_commit=c.base_commit,
+                         fail_to_pass=tuple(c.verdict.fail_to_pass),
+                         pass_to_pass=tuple(c.verdict.pass_to_pass),
+                         changed=tuple(c.candidate.changed))
+            for c in accepted if not c.base_patch.strip()]
 
 
 def _collect(result: TasksResult, name: str, pairs: list[tuple[Task, Golden]]) -> None:
@@ -267,9 +304,14 @@ def _counts(y: StrategyYield) -> dict[str, int]:
 
 
 def _record(store: Store, manifest: RunManifest, run: _Run, result: TasksResult,
-            name: str) -> None:
-    _sources(manifest).setdefault(run.spec, {})[name] = {
-        "counts": _counts(result.yields[name]), "tier": run.tier}
+            name: str, *, feed: int, fed: str | None) -> None:
+    """The strategy's counts, how many bugs it fed combine and (for combine) a digest of
+    what it was fed: written after its shards, so a record always means they are there."""
+    entry: dict[str, object] = {"counts": _counts(result.yields[name]), "tier": run.tier,
+                                "feed": feed}
+    if fed is not None:
+        entry["fed"] = fed
+    _sources(manifest).setdefault(run.spec, {})[name] = entry
     _totals(manifest)
     store.write_manifest(manifest)
 
