@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from swemill.core.errors import IngestError
 from swemill.core.records import Trajectory
+from swemill.sandbox.leftovers import scratch_prefix
 from swemill.spark.common import StoreRef, job_parser
 from swemill.store import new_run_id
 from swemill.store.store import Store
@@ -111,7 +112,7 @@ def _partition(ref: StoreRef, run_id: str, opts: IngestOptions, total: int,
     store, counts, scrub = ref.open(), IngestCounts(), Scrubber()
     buffers: dict[str, list[BaseModel]] = {STATES: [], TRAJECTORIES: [], QUARANTINE: []}
     stage_of = {TraceState: STATES, Trajectory: TRAJECTORIES, Quarantine: QUARANTINE}
-    with tempfile.TemporaryDirectory(prefix="swemill-spark-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("spark")) as tmp:
         for item in iter_items(_staged(files, tmp, storage_options), counts, opts, scrub):
             if isinstance(item, TraceState):
                 item = item.model_copy(update={"messages": []})  # as the local path stores

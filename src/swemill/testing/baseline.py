@@ -12,15 +12,14 @@ from __future__ import annotations
 import contextlib
 import shutil
 import statistics
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from swemill.core.errors import TestRunError
 from swemill.core.records import Baseline, TestStatus
 from swemill.repo.cache import write_text_atomic
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox.base import Sandbox
+from swemill.sandbox.leftovers import scratch_dir
 from swemill.testing.covermap import build_coverage_map
 from swemill.testing.report import TestRunReport
 from swemill.testing.runner import command_line, run_tests
@@ -42,7 +41,7 @@ def fresh_sandbox(env: RepoEnv, backend: str = "auto") -> Iterator[Sandbox]:
     """A sandbox over a private copy of the env's working copy, deleted afterwards."""
     from swemill.sandbox import open_sandbox
 
-    tmp = Path(tempfile.mkdtemp(prefix="swemill-ws-"))
+    tmp = scratch_dir("ws")
     try:
         ws = tmp / "ws"
         shutil.copytree(env.source_path, ws, symlinks=True)
