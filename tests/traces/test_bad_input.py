@@ -151,3 +151,20 @@ def test_a_named_pipe_is_quarantined_not_opened(tmp_path: Path) -> None:
     (q,) = [i for i in items if isinstance(i, Quarantine)]
     assert Path(q.file).name == "pipe.jsonl" and q.reason == "not a regular file"
     assert counts.sessions == 1
+
+
+def test_deep_nesting_is_quarantined_not_a_recursion_error(tmp_path: Path) -> None:
+    # A line nested 200,000 deep ended the run in RecursionError and left it "running".
+    path = _good_session(tmp_path / "s.jsonl")
+    very = b'{"type": "user", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}\n"
+    just_past = json.dumps({"type": "user", "x": json.loads("[" * 150 + "]" * 150)}).encode()
+    fine = json.dumps({"type": "progress", "x": json.loads("[" * 50 + "]" * 50),
+                       "many": [[1], [2]] * 200}).encode()  # many brackets, shallow
+    _insert(path, 1, very + just_past + b"\n" + fine + b"\n")
+    counts, items = _items(path)
+    q = [i for i in items if isinstance(i, Quarantine)]
+    assert [(x.line_no, x.reason) for x in q] == [(2, "nested deeper than 100 levels"),
+                                                 (3, "nested deeper than 100 levels")]
+    assert q[0].size == len(very)
+    assert counts.quarantined == 2 and counts.assistant_turns == 2
+    assert counts.skipped_types == {"progress": 1}

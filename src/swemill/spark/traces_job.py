@@ -40,6 +40,7 @@ from swemill.traces.ingest import (
     _manifest,
     discover,
     iter_items,
+    nothing_usable,
     state_schema,
 )
 from swemill.traces.records import IngestCounts, Quarantine, TraceState
@@ -147,8 +148,10 @@ def ingest_spark(spark: Any, paths: list[str], store: Store, run_id: str | None 
         counts.merge(IngestCounts.model_validate(part["counts"]))
         for stage, w in part["written"].items():
             shards[stage] += w
-    store.write_manifest(_manifest(run_id, [Path(p) for p in paths], counts, "complete"))
-    return IngestResult(run_id, counts, shards)
+    error = nothing_usable(counts, run_id)
+    store.write_manifest(_manifest(run_id, [Path(p) for p in paths], counts,
+                                   "failed" if error else "complete", error))
+    return IngestResult(run_id, counts, shards, error)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     result = ingest_spark(spark, args.paths, store, args.run_id, partitions=args.partitions,
                           input_options=args.storage_options)
     sys.stdout.write(f"{result.run_id} {result.counts.model_dump_json()}\n")
-    return 0
+    return 1 if result.error else 0
 
 
 if __name__ == "__main__":

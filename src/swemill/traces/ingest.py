@@ -11,10 +11,16 @@ What goes where (one kind of record per stage, so every stage reads back as one 
 
 Rows are buffered per stage and flushed as a shard when a row or byte threshold is reached,
 so memory stays bounded however large the corpus is.
+
+The manifest says ``running`` while the run goes on, then ``complete``, or ``failed`` with
+the reason in ``metadata.error``: on any error (and on SIGTERM), and when nothing at all was
+usable (no trajectory came out of the input: all garbage, binary, empty), which the CLI turns
+into a non-zero exit after printing the counts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from swemill.core.errors import IngestError
+from swemill.core.errors import IngestError, SwemillError
 from swemill.core.records import RunManifest, Trajectory, utcnow
 from swemill.store import Store, new_run_id, schema_for_model
 from swemill.traces.claude_code import IngestOptions, ingest_session_file
@@ -32,7 +38,8 @@ from swemill.traces.lines import HEAD_BYTES, head_of
 from swemill.traces.records import IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
 
-__all__ = ["discover", "iter_items", "ingest", "IngestResult", "state_schema", "classify"]
+__all__ = ["discover", "iter_items", "ingest", "IngestResult", "state_schema", "classify",
+           "nothing_usable"]
 
 STATES, TRAJECTORIES, QUARANTINE = "traces", "trajectories", "quarantine"
 
@@ -163,9 +170,30 @@ class IngestResult:
     run_id: str
     counts: IngestCounts
     shards: dict[str, int]
+    error: str | None = None
+    """Why the run is ``failed`` though it ended normally: nothing in the input was usable."""
 
 
-def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str) -> RunManifest:
+def nothing_usable(counts: IngestCounts, run_id: str) -> str | None:
+    """The reason a run with these counts produced nothing, or None when it produced some."""
+    if counts.trajectories:
+        return None
+    dropped = counts.quarantined + counts.quarantined_files
+    where = f"; see quarantine/run_id={run_id}/" if dropped else ""
+    return (f"nothing usable in {counts.files} file(s): {counts.lines} line(s) read, "
+            f"{counts.quarantined} line(s) and {counts.quarantined_files} file(s) quarantined, "
+            f"no conversation found{where}")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    if isinstance(exc, SwemillError | SystemExit) and lines:  # SystemExit: SIGTERM's message
+        return lines[0]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str,
+              error: str | None = None) -> RunManifest:
     flat: dict[str, int] = {}
     for name, value in counts:
         if isinstance(value, dict):
@@ -175,7 +203,8 @@ def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str)
     return RunManifest(
         run_id=run_id, command="traces ingest", source=" ".join(str(p) for p in paths),
         counts={"traces": flat}, cost_usd=counts.cost_usd, status=status,  # type: ignore[arg-type]
-        finished_at=utcnow(), metadata={"scrubbed": Scrubber.active},
+        finished_at=None if status == "running" else utcnow(),
+        metadata={"scrubbed": Scrubber.active} | ({"error": error} if error else {}),
     )
 
 
@@ -203,14 +232,23 @@ def ingest(
         Quarantine: _Shards(store, QUARANTINE, run_id, max_rows, max_bytes),
     }
     store.write_manifest(_manifest(run_id, paths, counts, "running"))
-    for item in iter_items(paths, counts, opts, scrub):
-        if isinstance(item, TraceState):
-            # The history is not stored; holding it in the buffer would keep whole sessions
-            # alive until the shard is written.
-            item = item.model_copy(update={"messages": []})
-        sinks[type(item)].add(item)
-    for sink in sinks.values():
-        sink.flush()
+    try:
+        for item in iter_items(paths, counts, opts, scrub):
+            if isinstance(item, TraceState):
+                # The history is not stored; holding it in the buffer would keep whole
+                # sessions alive until the shard is written.
+                item = item.model_copy(update={"messages": []})
+            sinks[type(item)].add(item)
+        for sink in sinks.values():
+            sink.flush()
+    except BaseException as exc:  # any stop, SIGTERM included: the manifest must not say running
+        counts.scrubbed = dict(scrub.counts)
+        failed = _manifest(run_id, paths, counts, "failed", _first_line(exc))
+        with contextlib.suppress(SwemillError):  # the store may be what failed: its error wins
+            store.write_manifest(failed)
+        raise
     counts.scrubbed = dict(scrub.counts)
-    store.write_manifest(_manifest(run_id, paths, counts, "complete"))
-    return IngestResult(run_id, counts, {s.stage: s.written for s in sinks.values()})
+    error = nothing_usable(counts, run_id)
+    store.write_manifest(_manifest(run_id, paths, counts, "failed" if error else "complete",
+                                   error))
+    return IngestResult(run_id, counts, {s.stage: s.written for s in sinks.values()}, error)

@@ -3,8 +3,11 @@
 A line longer than ``max_line_bytes`` is never held whole: it is read in pieces of at most
 that size and thrown away, and only its first bytes are kept for the quarantine row. So the
 memory a file costs is bounded by the ceiling, whatever the file's size or shape.
-Every line that is not a JSON object — too long, not UTF-8, truncated, not JSON, or JSON
-that is not an object — becomes a :class:`Quarantine` row with its file and line number.
+Every line that is not a JSON object — too long, not UTF-8, truncated, not JSON, JSON
+that is not an object, or nested deeper than :data:`MAX_DEPTH` — becomes a
+:class:`Quarantine` row with its file and line number. Depth matters because everything
+after parsing (validation, serialisation) recurses once per level: a line nested 200,000
+deep used to end the whole run in ``RecursionError``.
 """
 
 from __future__ import annotations
@@ -16,11 +19,26 @@ from typing import Any
 
 from swemill.traces.records import Quarantine
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "HEAD_BYTES", "iter_records", "head_of"]
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "HEAD_BYTES", "MAX_DEPTH", "iter_records", "head_of"]
 
 DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
 HEAD_BYTES = 200
+MAX_DEPTH = 100
+"""Deepest nesting of objects and arrays a record may have; real session records stay
+under 20 (tool inputs included)."""
 _READ_BUFFER = 1 << 20
+
+
+def _deeper_than(obj: Any, limit: int) -> bool:
+    """Whether ``obj`` nests containers more than ``limit`` deep (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
 
 
 def head_of(data: bytes) -> str:
@@ -46,8 +64,11 @@ def _decode(path: Path, line_no: int, raw: bytes) -> dict[str, Any] | Quarantine
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return _quarantine(path, line_no, f"invalid UTF-8 at byte {exc.start}", raw, len(raw))
+    too_deep = f"nested deeper than {MAX_DEPTH} levels"
     try:
         obj = json.loads(text)
+    except RecursionError:  # the parser itself gave up, far past MAX_DEPTH
+        return _quarantine(path, line_no, too_deep, raw, len(raw))
     except json.JSONDecodeError as exc:
         cut = (not raw.endswith(b"\n") or exc.pos >= len(text.rstrip())
                or exc.msg.startswith("Unterminated string"))
@@ -56,6 +77,9 @@ def _decode(path: Path, line_no: int, raw: bytes) -> dict[str, Any] | Quarantine
     if not isinstance(obj, dict):
         reason = f"JSON {type(obj).__name__}, not an object"
         return _quarantine(path, line_no, reason, raw, len(raw))
+    # Counting brackets is cheap and bounds the depth from above: most lines stop here.
+    if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH and _deeper_than(obj, MAX_DEPTH):
+        return _quarantine(path, line_no, too_deep, raw, len(raw))
     return obj
 
 
