@@ -87,6 +87,9 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="generate into this folder and keep it")
     ap.add_argument("--one-file", action="store_true",
                     help="each corpus is one session file of that size")
+    ap.add_argument("--no-hooks", action="store_true",
+                    help="--one-file without hook progress records (one dead-end leaf per "
+                         "tool call, which made ingest quadratic before it climbed leaves)")
     ap.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -101,7 +104,8 @@ def main() -> None:
             corpus = work / f"corpus-{size_mb}mb"
             t = time.perf_counter()
             if args.one_file:
-                written = generate_session_file(corpus / "long.jsonl", size_mb * MB, seed=n)
+                written = generate_session_file(corpus / "long.jsonl", size_mb * MB, seed=n,
+                                                hooks=not args.no_hooks)
             else:
                 written = generate_corpus(corpus, size_mb * MB, seed=n)
             print(f"generated {written / MB:.1f} MB in {time.perf_counter() - t:.1f} s",
@@ -122,8 +126,8 @@ def _report(rows: list[tuple[int, list[dict]]]) -> None:
         sec = statistics.median(x["seconds"] for x in runs)
         peak = statistics.median(x["peak_rss_mb"] for x in runs)
         part = statistics.median(x["peak_rss_mb"] - x["rss_after_imports_mb"] for x in runs)
-        print(f"{r['bytes'] / MB:>6.0f}MB {r['files']:>6} {r['bytes'] / MB / sec:>7.2f} {sec:>8.1f} "
-              f"{r['turns']:>8} {r['turns'] / sec:>8.0f} {peak:>7.0f}MB {part:>9.0f}MB "
+        print(f"{r['bytes'] / MB:>6.0f}MB {r['files']:>6} {r['bytes'] / MB / sec:>7.2f} "
+              f"{sec:>8.1f} {r['turns']:>8} {r['turns'] / sec:>8.0f} {peak:>7.0f}MB {part:>9.0f}MB "
               f"{statistics.median(x['imports_s'] for x in runs):>7.1f}s")
     if len(rows) >= 2:
         (s0, r0), (s1, r1) = rows[0], rows[-1]

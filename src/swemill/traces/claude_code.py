@@ -1,8 +1,11 @@
 """Claude Code session logs (``~/.claude/projects/<project>/<session>.jsonl``) -> traces.
 
-A file is read line by line (:mod:`swemill.traces.lines`); only one session's records are
-held at a time, so memory follows the largest session, never the corpus. ``user`` and
-``assistant`` records become messages; other records that carry a ``uuid`` (``system``,
+A file is read twice, line by line (:mod:`swemill.traces.lines`). The first pass keeps
+only the shape of the session: per line its uuid, parent, kind and place in the file, not
+the parsed record (which costs several times the line's bytes). The second pass reads back,
+by place, the records of one path at a time as it turns them into messages. So memory
+follows the number of lines and one trajectory's messages, never the raw file or the corpus.
+``user`` and ``assistant`` records become messages; other records that carry a ``uuid`` (``system``,
 ``attachment``, ``progress``, ...) stay in the tree so parent links hold, and are counted as
 skipped; records without one (``summary``, ``file-history-snapshot``, ``queue-operation``,
 ``ai-title``, anything unknown) are counted and skipped. See :mod:`swemill.traces.cc_tree`
@@ -19,9 +22,9 @@ from typing import Any
 
 from swemill.core.records import Trajectory
 from swemill.traces.build import SessionPart, TurnRef, make_states, make_trajectory
-from swemill.traces.cc_messages import Node, PathMessages, to_messages, turn_usage
+from swemill.traces.cc_messages import Load, Node, PathMessages, to_messages, turn_usage
 from swemill.traces.cc_tree import build_tree
-from swemill.traces.lines import DEFAULT_MAX_LINE_BYTES, iter_records
+from swemill.traces.lines import DEFAULT_MAX_LINE_BYTES, Line, LineReader, iter_lines
 from swemill.traces.records import BranchKind, IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
 
@@ -37,6 +40,9 @@ class IngestOptions:
     """Keep ``thinking`` blocks (with their signatures) in messages."""
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     """Lines longer than this are quarantined without being held in memory."""
+    state_history: bool = True
+    """Give each state its ``messages`` (the history). The store does not keep them, so
+    :func:`swemill.traces.ingest.ingest` turns this off."""
 
 
 @dataclass(slots=True)
@@ -64,36 +70,44 @@ def _note(log: _Log, rec: dict[str, Any], counts: IngestCounts) -> None:
         counts.bump("skipped_types", kind)
 
 
-def _node(rec: dict[str, Any], line_no: int) -> Node | None:
+_KINDS: dict[str, str] = {}
+"""One string object per node kind, not one per line."""
+
+
+def _node(rec: dict[str, Any], line: Line) -> Node | None:
     kind = rec.get("type")
     conversational = kind in ("user", "assistant") and isinstance(rec.get("message"), dict)
     uuid = rec.get("uuid")
     if not isinstance(uuid, str) or not uuid:
         if not conversational:
             return None
-        uuid = f"line-{line_no}"  # a message without an id still belongs to the conversation
+        uuid = f"line-{line.line_no}"  # a message without an id still belongs to the conversation
     parent, logical = rec.get("parentUuid"), rec.get("logicalParentUuid")
+    name = str(kind) if conversational else f"other:{kind}"
     return Node(
         uuid=uuid,
         parent=parent if isinstance(parent, str) else None,
-        order=line_no,
-        kind=str(kind) if conversational else f"other:{kind}",
-        record=rec,
+        order=line.line_no,
+        kind=_KINDS.setdefault(name, name) if len(_KINDS) < 256 else name,
         sidechain=rec.get("isSidechain") is True,
         logical_parent=logical if isinstance(logical, str) else None,
+        offset=line.offset,
+        size=line.size,
+        boundary=not conversational and rec.get("subtype") == "compact_boundary",
     )
 
 
 def _read(path: Path, opts: IngestOptions, counts: IngestCounts) -> Iterator[Quarantine | _Log]:
     log, seen = _Log(), set()
-    for line_no, rec in iter_records(path, opts.max_line_bytes):
+    for line in iter_lines(path, opts.max_line_bytes):
+        rec = line.record
         counts.lines += 1
         if isinstance(rec, Quarantine):
             counts.quarantined += 1
             yield rec
             continue
         _note(log, rec, counts)
-        node = _node(rec, line_no)
+        node = _node(rec, line)
         if node is None:
             continue
         if node.uuid in seen:
@@ -130,11 +144,14 @@ class _Session:
     opts: IngestOptions
     scrub: Scrubber
     key: str
+    load: Load
+    """A node's record, read back from the file."""
     parent_key: str | None = None
     """For a sub-agent's file: the session that started it."""
 
     def part(self, nodes: list[Node], suffix: str, branch: BranchKind) -> SessionPart:
-        pm = to_messages(nodes, self.log.meta.get("cwd"), self.opts.keep_thinking, self.scrub)
+        pm = to_messages(nodes, self.log.meta.get("cwd"), self.opts.keep_thinking, self.scrub,
+                         self.load)
         return SessionPart(
             session_key=f"{self.key}{suffix}",
             source=SOURCE,
@@ -164,9 +181,10 @@ def _session_key(path: Path, log: _Log, subagent: bool, keys: set[str]) -> str:
     return key
 
 
-def _emit(part: SessionPart, counts: IngestCounts, emitted: set[str]) -> Iterator[Item]:
+def _emit(part: SessionPart, counts: IngestCounts, emitted: set[str],
+          history: bool) -> Iterator[Item]:
     counts.trajectories += 1
-    yield from make_states(part, counts, emitted)
+    yield from make_states(part, counts, emitted, history=history)
     yield make_trajectory(part)
 
 
@@ -180,7 +198,8 @@ def _parts(s: _Session, subagent: bool, counts: IngestCounts) -> Iterator[Sessio
         yield s.part(tree.main, "", "subagent" if subagent else "main")
     for k, br in enumerate(tree.branches, 1):
         part = s.part(br.path, f"/branch-{k}", "branch")
-        shared = to_messages(br.path[: br.shared], s.log.meta.get("cwd"), True, Scrubber())
+        shared = to_messages(br.path[: br.shared], s.log.meta.get("cwd"), True, Scrubber(),
+                             s.load)
         part.branch_point = len(shared.messages)
         counts.branches += 1
         yield part
@@ -218,7 +237,9 @@ def ingest_session_file(
     parent_key = key.rsplit("/agent-", 1)[0] if subagent else None
     scrub = scrub or Scrubber()
     log.summaries = [scrub.text(s) for s in log.summaries]
-    session = _Session(path, log, opts, scrub, key, parent_key)
-    emitted: set[str] = set()
-    for part in _parts(session, subagent, counts):
-        yield from _emit(part, counts, emitted)
+    with LineReader(path) as reader:
+        session = _Session(path, log, opts, scrub, key, lambda n: reader.read_at(n.offset, n.size),
+                           parent_key)
+        emitted: set[str] = set()
+        for part in _parts(session, subagent, counts):
+            yield from _emit(part, counts, emitted, opts.state_history)

@@ -171,7 +171,7 @@ def _progress(w: SessionWriter, call_id: str) -> None:
     w.lines.append(rec)  # below the tool call, never an ancestor of the next message
 
 
-def _long_turn(w: SessionWriter, rng: random.Random, n: int) -> None:
+def _long_turn(w: SessionWriter, rng: random.Random, n: int, hooks: bool) -> None:
     """A turn as a long session writes it: the tool output twice (the message's
     ``tool_result`` and ``toolUseResult``), a hook's progress record, sometimes a snapshot."""
     call_id = f"toolu_{w.session_id}_{n:06d}"
@@ -187,7 +187,8 @@ def _long_turn(w: SessionWriter, rng: random.Random, n: int) -> None:
              "cache_read": rng.randint(1000, 150000), "cache_write": rng.randint(0, 3000)}
     w.assistant([thinking(_prose(rng, 60)), text(_prose(rng, 30)), tool_use(call_id, name, inp)],
                 usage)
-    _progress(w, call_id)
+    if hooks:
+        _progress(w, call_id)
     out = _code(rng, rng.randint(20, 200))
     w.tool_result(call_id, out, is_error=rng.random() < 0.1)
     if n % 25 == 0:
@@ -197,10 +198,11 @@ def _long_turn(w: SessionWriter, rng: random.Random, n: int) -> None:
 
 
 def generate_session_file(path: Path, target_bytes: int, seed: int = 0,
-                          compact_every: int = 300) -> int:
+                          compact_every: int = 300, hooks: bool = True) -> int:
     """One long session in one file (``target_bytes`` or a little more), written as it grows
     so the writer's memory stays small; a compaction every ``compact_every`` turns, as a
-    session that outlives its context window has. Returns the bytes written."""
+    session that outlives its context window has; with ``hooks`` a hook's progress record
+    below every tool call. Returns the bytes written."""
     rng = random.Random(seed)
     w = SessionWriter(f"long-{seed}", cwd="/home/dev/proj")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +211,7 @@ def generate_session_file(path: Path, target_bytes: int, seed: int = 0,
     n = 0
     while True:
         n += 1
-        _long_turn(w, rng, n)
+        _long_turn(w, rng, n, hooks)
         if n % compact_every == 0:
             w.compact("Summary of the work so far: " + _prose(rng, 200))
         if n % 100 == 0 or n == 1:

@@ -21,6 +21,7 @@ into a non-zero exit after printing the counts.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -224,7 +225,8 @@ def ingest(
     ``benchmarks/bench_ingest.py``)."""
     check_paths(paths)  # before anything is written
     run_id = run_id or new_run_id()
-    opts = opts or IngestOptions()
+    # States are stored without their history: do not build it only to drop it.
+    opts = dataclasses.replace(opts or IngestOptions(), state_history=False)
     counts, scrub = IngestCounts(), Scrubber()
     sinks = {
         TraceState: _Shards(store, STATES, run_id, max_rows, max_bytes, state_schema()),
