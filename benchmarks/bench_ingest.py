@@ -11,7 +11,8 @@ Streaming holds when the ingest part of peak RSS does not grow with the corpus (
 
 ``--one-file`` makes each corpus one long session in one file instead
 (``generate_session_file``: compactions, hook progress records, the tool output written twice
-as Claude Code does); memory must stay flat in the size of that one file too.
+as Claude Code does). Its trajectory is one row, so peak memory follows that trajectory's
+messages; the rest of the file costs only a few hundred bytes per line. Figures: README.
 
     .venv/bin/python benchmarks/bench_ingest.py [--sizes 50,200] [--one-file] [--repeat 1]
                                                 [--keep DIR]
