@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -169,3 +170,43 @@ def test_a_hanging_suite_is_reported_within_suite_timeout(cli, tmp_path: Path) -
     line = cli.error_line(cli.run("build", "--out", str(root), "--resume", "--suite-timeout", "6",
                                   cache=cache, timeout=400))
     assert "did not finish within 6 s" in line
+
+
+@pytest.mark.slow
+def test_sigterm_mid_build_marks_the_run_failed_and_leaves_nothing(cli, tmp_path: Path) -> None:
+    import os
+    import signal
+    import sys
+
+    from swemill.sandbox.cgroups import leftover_groups
+
+    root = tmp_path / "root"
+    env = dict(os.environ, TMPDIR=str(tmp_path), COLUMNS="200")
+    proc = subprocess.Popen([sys.executable, "-m", "swemill", "build", "--out", str(root),
+                             *cli.BUILD_ARGS], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 300
+    stages: dict = {}
+    while time.monotonic() < end and proc.poll() is None:
+        manifests = list((root / "manifests").glob("run_id=*.json"))
+        if manifests:
+            with contextlib.suppress(ValueError):  # caught mid-rename
+                stages = json.loads(manifests[0].read_text())["metadata"]["build"]["stages"]
+        if stages.get("tasks") == "running":
+            break
+        time.sleep(0.2)
+    assert stages.get("tasks") == "running", proc.communicate(timeout=300)
+    time.sleep(2)  # validation workers and their sandboxes are busy now
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 128 + signal.SIGTERM
+    m = _manifest(root)
+    assert m["status"] == "failed" and m["metadata"]["build"]["stages"]["tasks"] == "failed"
+    assert "SIGTERM" in m["metadata"]["build"]["error"]
+    assert leftover_groups(proc.pid) == []
+    assert not list(tmp_path.glob(f"swemill-{proc.pid}-*"))
+    assert not list(tmp_path.glob(f"swm-{proc.pid}-*"))
