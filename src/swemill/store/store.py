@@ -245,10 +245,15 @@ class Store:
         schema: pa.Schema | None = None,
     ) -> dict[str, Any]:
         """Write ``part-<shard>.parquet``, then its marker; returns the marker's content."""
-        data = table_to_bytes(rows_to_table(records, schema))
+        return self.write_table(stage, run_id, shard, rows_to_table(records, schema))
+
+    def write_table(self, stage: str, run_id: str, shard: str, table: pa.Table) -> dict[str, Any]:
+        """:meth:`write_records` for rows already in Arrow (``parquet.rows_to_table``), so a
+        caller can let the records go before the Parquet is encoded."""
+        data = table_to_bytes(table)
         marker = {
             "shard": shard,
-            "rows": len(records),
+            "rows": table.num_rows,
             "bytes": len(data),
             "sha256": hashlib.sha256(data).hexdigest(),
             "written_at": utcnow(),

@@ -185,7 +185,11 @@ def _emit(part: SessionPart, counts: IngestCounts, emitted: set[str],
           history: bool) -> Iterator[Item]:
     counts.trajectories += 1
     yield from make_states(part, counts, emitted, history=history)
-    yield make_trajectory(part)
+    # Hand the messages over: neither this frame nor ``part`` keeps them once the trajectory
+    # is yielded, so the consumer can free a long session as soon as it has stored it.
+    trajectory = [make_trajectory(part)]
+    part.messages = []
+    yield trajectory.pop()
 
 
 def _parts(s: _Session, subagent: bool, counts: IngestCounts) -> Iterator[SessionPart]:

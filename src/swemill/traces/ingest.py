@@ -33,6 +33,7 @@ from pydantic import BaseModel
 from swemill.core.errors import IngestError, SwemillError
 from swemill.core.records import RunManifest, Trajectory, utcnow
 from swemill.store import Store, new_run_id, schema_for_model
+from swemill.store.parquet import rows_to_table
 from swemill.traces.claude_code import IngestOptions, ingest_session_file
 from swemill.traces.imports import import_mini_swe_agent, import_swe_agent
 from swemill.traces.lines import HEAD_BYTES, head_of
@@ -152,18 +153,21 @@ class _Shards:
         self.written = 0
 
     def add(self, record: BaseModel) -> None:
+        """Buffer a row; the caller then drops its own reference and calls :meth:`flush`."""
         self.rows.append(record)
         self.bytes += _approx_bytes(record)
-        if len(self.rows) >= self.max_rows or self.bytes >= self.max_bytes:
-            self.flush()
+
+    def full(self) -> bool:
+        return len(self.rows) >= self.max_rows or self.bytes >= self.max_bytes
 
     def flush(self) -> None:
         if not self.rows:
             return
-        shard = f"{self.written:05d}"
-        self.store.write_records(self.stage, self.run_id, shard, self.rows, self.schema)
+        rows, self.rows, self.bytes = self.rows, [], 0
+        table = rows_to_table(rows, self.schema)
+        del rows  # the buffer was the last holder: the records go before Parquet encoding
+        self.store.write_table(self.stage, self.run_id, f"{self.written:05d}", table)
         self.written += 1
-        self.rows, self.bytes = [], 0
 
 
 @dataclass(slots=True)
@@ -240,7 +244,11 @@ def ingest(
                 # The history is not stored; holding it in the buffer would keep whole
                 # sessions alive until the shard is written.
                 item = item.model_copy(update={"messages": []})
-            sinks[type(item)].add(item)
+            sink = sinks[type(item)]
+            sink.add(item)
+            del item  # a long session's trajectory is freed as soon as it is in Arrow
+            if sink.full():
+                sink.flush()
         for sink in sinks.values():
             sink.flush()
     except BaseException as exc:  # any stop, SIGTERM included: the manifest must not say running
