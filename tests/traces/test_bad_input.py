@@ -168,3 +168,21 @@ def test_deep_nesting_is_quarantined_not_a_recursion_error(tmp_path: Path) -> No
     assert q[0].size == len(very)
     assert counts.quarantined == 2 and counts.assistant_turns == 2
     assert counts.skipped_types == {"progress": 1}
+
+
+def test_a_large_binary_file_is_given_up_after_100_bad_lines(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(1)
+    junk = b"".join(bytes(rng.randrange(256) for _ in range(60)) + b"\n" for _ in range(5000))
+    (tmp_path / "blob.jsonl").write_bytes(junk)
+    counts, items = _items(tmp_path / "blob.jsonl")
+    q = [i for i in items if isinstance(i, Quarantine)]
+    assert len(q) == 101 and counts.quarantined == 100 and counts.quarantined_files == 1
+    assert q[-1].line_no == 0 and q[-1].reason.startswith("no JSON object in its first 100")
+    assert q[-1].size == len(junk) - sum(len(x) + 1 for x in junk.split(b"\n")[:100])
+    # one good record first: every bad line after it is its own row, as before
+    path = _good_session(tmp_path / "s.jsonl")
+    path.write_bytes(path.read_bytes() + b"not json\n" * 300)
+    counts, items = _items(path)
+    assert counts.quarantined == 300 and counts.quarantined_files == 0

@@ -97,15 +97,33 @@ def _node(rec: dict[str, Any], line: Line) -> Node | None:
     )
 
 
+GIVE_UP_AFTER = 100
+"""A file whose first this many lines are all unusable is not a session log: the rest of it
+is one quarantine row, not one per line (a binary file named .jsonl gave thousands)."""
+
+
+def _give_up(path: Path, line: Line, counts: IngestCounts) -> Quarantine:
+    counts.quarantined_files += 1
+    rest = max(0, path.stat().st_size - line.offset - line.size)
+    return Quarantine(file=str(path), line_no=0, size=rest,
+                      reason=f"no JSON object in its first {GIVE_UP_AFTER} lines: not a "
+                             f"session log (the other {rest} bytes were not read)")
+
+
 def _read(path: Path, opts: IngestOptions, counts: IngestCounts) -> Iterator[Quarantine | _Log]:
     log, seen = _Log(), set()
+    good = 0
     for line in iter_lines(path, opts.max_line_bytes):
         rec = line.record
         counts.lines += 1
         if isinstance(rec, Quarantine):
             counts.quarantined += 1
             yield rec
+            if not good and line.line_no >= GIVE_UP_AFTER:
+                yield _give_up(path, line, counts)
+                break
             continue
+        good += 1
         _note(log, rec, counts)
         node = _node(rec, line)
         if node is None:
