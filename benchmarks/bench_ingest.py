@@ -9,7 +9,13 @@ folder, then ingests each corpus in a fresh process pinned to one CPU and report
 
 Streaming holds when the ingest part of peak RSS does not grow with the corpus (4x here).
 
-    .venv/bin/python benchmarks/bench_ingest.py [--sizes 50,200] [--repeat 1] [--keep DIR]
+``--one-file`` makes each corpus one long session in one file instead
+(``generate_session_file``: compactions, hook progress records, the tool output written twice
+as Claude Code does). Its trajectory is one row, so peak memory follows that trajectory's
+messages; the rest of the file costs only a few hundred bytes per line. Figures: README.
+
+    .venv/bin/python benchmarks/bench_ingest.py [--sizes 50,200] [--one-file] [--repeat 1]
+                                                [--keep DIR]
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ def child(corpus: Path, out: Path) -> None:
         "bytes": size, "seconds": seconds, "imports_s": imports_s, "rss_after_imports_mb":
         rss_before, "peak_rss_mb": _rss_mb(), "turns": c.assistant_turns,
         "tool_calls": c.tool_calls, "sessions": c.sessions, "lines": c.lines,
-        "shards": result.shards, "quarantined": c.quarantined,
+        "shards": result.shards, "quarantined": c.quarantined, "files": c.files,
     }))
 
 
@@ -80,12 +86,17 @@ def main() -> None:
     ap.add_argument("--sizes", default="50,200", help="corpus sizes in MB, comma-separated")
     ap.add_argument("--repeat", type=int, default=1, help="runs per size (median reported)")
     ap.add_argument("--keep", type=Path, help="generate into this folder and keep it")
+    ap.add_argument("--one-file", action="store_true",
+                    help="each corpus is one session file of that size")
+    ap.add_argument("--no-hooks", action="store_true",
+                    help="--one-file without hook progress records (one dead-end leaf per "
+                         "tool call, which made ingest quadratic before it climbed leaves)")
     ap.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(*args.child)
         return
-    from swemill.traces.fake_sessions import generate_corpus
+    from swemill.traces.fake_sessions import generate_corpus, generate_session_file
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="swemill-bench-ingest-"))
     rows = []
@@ -93,7 +104,11 @@ def main() -> None:
         for n, size_mb in enumerate(int(s) for s in args.sizes.split(",")):
             corpus = work / f"corpus-{size_mb}mb"
             t = time.perf_counter()
-            written = generate_corpus(corpus, size_mb * MB, seed=n)
+            if args.one_file:
+                written = generate_session_file(corpus / "long.jsonl", size_mb * MB, seed=n,
+                                                hooks=not args.no_hooks)
+            else:
+                written = generate_corpus(corpus, size_mb * MB, seed=n)
             print(f"generated {written / MB:.1f} MB in {time.perf_counter() - t:.1f} s",
                   file=sys.stderr)
             runs = [_run_child(corpus, work / "store") for _ in range(args.repeat)]
@@ -105,15 +120,15 @@ def main() -> None:
 
 
 def _report(rows: list[tuple[int, list[dict]]]) -> None:
-    print(f"{'corpus':>8} {'MB/s':>7} {'seconds':>8} {'turns':>8} {'turns/s':>8} "
+    print(f"{'corpus':>8} {'files':>6} {'MB/s':>7} {'seconds':>8} {'turns':>8} {'turns/s':>8} "
           f"{'peak RSS':>9} {'ingest part':>11} {'imports':>8}")
     for _, runs in rows:
         r = runs[0]
         sec = statistics.median(x["seconds"] for x in runs)
         peak = statistics.median(x["peak_rss_mb"] for x in runs)
         part = statistics.median(x["peak_rss_mb"] - x["rss_after_imports_mb"] for x in runs)
-        print(f"{r['bytes'] / MB:>6.0f}MB {r['bytes'] / MB / sec:>7.2f} {sec:>8.1f} "
-              f"{r['turns']:>8} {r['turns'] / sec:>8.0f} {peak:>7.0f}MB {part:>9.0f}MB "
+        print(f"{r['bytes'] / MB:>6.0f}MB {r['files']:>6} {r['bytes'] / MB / sec:>7.2f} "
+              f"{sec:>8.1f} {r['turns']:>8} {r['turns'] / sec:>8.0f} {peak:>7.0f}MB {part:>9.0f}MB "
               f"{statistics.median(x['imports_s'] for x in runs):>7.1f}s")
     if len(rows) >= 2:
         (s0, r0), (s1, r1) = rows[0], rows[-1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -135,3 +136,77 @@ def test_missing_source_is_one_line_and_a_failed_run(cli, tmp_path: Path) -> Non
     line = cli.error_line(cli.run("build", str(tmp_path / "absent"), "--out", str(root)))
     assert "absent" in line
     assert _manifest(root)["status"] == "failed"
+
+
+def _hanging_project(root: Path) -> Path:
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools>=61"]\n'
+                          'build-backend = "setuptools.build_meta"\n'
+                          '[project]\nname = "hangdemo"\nversion = "0.1"\nlicense = "MIT"\n'
+                          '[tool.setuptools]\npackages = ["hangdemo"]\n',
+        "LICENSE": dict(LICENSES)["MIT"],
+        "hangdemo/__init__.py": "def f():\n    return 1\n",
+        "tests/test_it.py": "import time\n\ndef test_hang():\n    time.sleep(600)\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.network  # the project's build backend comes from the package index
+def test_a_hanging_suite_is_reported_within_suite_timeout(cli, tmp_path: Path) -> None:
+    # build used to wait 900 s, then advise a --suite-timeout it did not take
+    proj, root, cache = _hanging_project(tmp_path / "p"), tmp_path / "root", tmp_path / "c"
+    t0 = time.monotonic()
+    line = cli.error_line(cli.run("build", str(proj), "--out", str(root), "--suite-timeout", "5",
+                                  cache=cache, timeout=400))
+    assert "did not finish within 5 s" in line and "--suite-timeout" in line
+    assert time.monotonic() - t0 < 300
+    m = _manifest(root)
+    assert m["status"] == "failed" and m["metadata"]["build"]["error_stage"] == "env"
+    # the advice works: a resume may change it (a runtime setting)
+    line = cli.error_line(cli.run("build", "--out", str(root), "--resume", "--suite-timeout", "6",
+                                  cache=cache, timeout=400))
+    assert "did not finish within 6 s" in line
+
+
+@pytest.mark.slow
+def test_sigterm_mid_build_marks_the_run_failed_and_leaves_nothing(cli, tmp_path: Path) -> None:
+    import os
+    import signal
+    import sys
+
+    from swemill.sandbox.cgroups import leftover_groups
+
+    root = tmp_path / "root"
+    env = dict(os.environ, TMPDIR=str(tmp_path), COLUMNS="200")
+    proc = subprocess.Popen([sys.executable, "-m", "swemill", "build", "--out", str(root),
+                             *cli.BUILD_ARGS], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 300
+    stages: dict = {}
+    while time.monotonic() < end and proc.poll() is None:
+        manifests = list((root / "manifests").glob("run_id=*.json"))
+        if manifests:
+            with contextlib.suppress(ValueError):  # caught mid-rename
+                stages = json.loads(manifests[0].read_text())["metadata"]["build"]["stages"]
+        if stages.get("tasks") == "running":
+            break
+        time.sleep(0.2)
+    assert stages.get("tasks") == "running", proc.communicate(timeout=300)
+    time.sleep(2)  # validation workers and their sandboxes are busy now
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 128 + signal.SIGTERM
+    m = _manifest(root)
+    assert m["status"] == "failed" and m["metadata"]["build"]["stages"]["tasks"] == "failed"
+    assert "SIGTERM" in m["metadata"]["build"]["error"]
+    assert leftover_groups(proc.pid) == []
+    assert not list(tmp_path.glob(f"swemill-{proc.pid}-*"))
+    assert not list(tmp_path.glob(f"swm-{proc.pid}-*"))

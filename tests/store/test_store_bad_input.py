@@ -84,3 +84,38 @@ def test_endpoint_from_environment(s3_server: LocalS3, monkeypatch: pytest.Monke
 def test_empty_root() -> None:
     with pytest.raises(StoreError, match="empty"):
         Store("")
+
+
+@pytest.mark.parametrize("root", ["ftp://example.invalid/x", "memory://x", "http://h/x",
+                                  "gcs://bucket/x", "simplecache::s3://bucket/x"])
+def test_unsupported_schemes_are_refused_before_any_io(root: str) -> None:
+    # ftp:// used to resolve the host (a traceback); memory:// "worked" and lost the run
+    with pytest.raises(StoreError, match="unsupported store root") as info:
+        Store(root)
+    assert "\n" not in str(info.value)
+
+
+def test_supported_roots_still_open(tmp_path: Path) -> None:
+    assert Store(str(tmp_path / "a")).is_local
+    assert Store(f"file://{tmp_path}/b").is_local
+    assert not Store("s3://bucket/prefix").is_local
+
+
+@pytest.mark.slow  # real processes: ~4 s of imports each on a busy machine
+@pytest.mark.parametrize("args", [
+    ["traces", "ingest", "{src}", "--out", "ftp://example.invalid/x"],
+    ["traces", "ingest", "{src}", "--out", "memory://x"],
+    ["build", "--out", "memory://x"],
+    ["corpus", "--run", "r1", "--out", "ftp://example.invalid/x"],
+])
+def test_cli_refuses_unsupported_roots_with_one_line(tmp_path: Path, args: list[str]) -> None:
+    src = tmp_path / "s.jsonl"
+    src.write_text('{"type": "user"}\n')
+    argv = [a.replace("{src}", str(src)) for a in args]
+    proc = subprocess.run([sys.executable, "-m", "swemill", *argv], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "unsupported store root" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]  # nothing written

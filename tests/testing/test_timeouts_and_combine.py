@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from swemill.core.records import Baseline, TestResult, TestStatus
 from swemill.testing.baseline import combine_runs
 from swemill.testing.report import TestRunReport
-from swemill.testing.timeouts import adaptive_timeout
+from swemill.testing.timeouts import (
+    SUITE_CEILING_S,
+    SUITE_FLOOR_S,
+    SUITE_PER_TEST_S,
+    adaptive_timeout,
+    count_tests,
+    suite_timeout_for,
+)
 
 
 def baseline(**durations: float) -> Baseline:
@@ -41,3 +50,38 @@ def test_combine_finds_flaky_and_takes_median_durations() -> None:
     assert flaky == ["b", "d"]  # b changes outcome; d is missing from one run
     assert outcomes == {"a": "passed", "b": "passed", "c": "failed", "d": "passed"}
     assert durations["a"] == 2.0 and durations["c"] == 0.3
+
+
+def _suite(root: Path, files: int, tests_each: int) -> Path:
+    for i in range(files):
+        body = "".join(f"def test_{k}():\n    pass\n\n" for k in range(tests_each))
+        path = root / "tests" / f"test_m{i}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("import pytest\n\n" + body + "class TestC:\n    async def test_m(self):\n"
+                        "        pass\n")
+    (root / "src").mkdir(exist_ok=True)
+    (root / "src" / "helpers.py").write_text("def test_like():\n    pass\n")  # not a test file
+    return root
+
+
+def test_suite_timeout_is_derived_from_the_number_of_tests(tmp_path: Path) -> None:
+    small = suite_timeout_for(_suite(tmp_path / "small", 1, 2))
+    assert small.tests == 3 and small.seconds == SUITE_FLOOR_S
+    mid = suite_timeout_for(_suite(tmp_path / "mid", 10, 29))
+    assert mid.tests == 300 and SUITE_FLOOR_S < mid.seconds < SUITE_CEILING_S
+    assert mid.seconds == 60.0 + 300 * SUITE_PER_TEST_S
+    big = suite_timeout_for(_suite(tmp_path / "big", 50, 99))
+    assert big.tests == 5000 and big.seconds == SUITE_CEILING_S
+    assert "5000 test functions" in big.describe()
+
+
+def test_a_given_suite_timeout_wins(tmp_path: Path) -> None:
+    given = suite_timeout_for(_suite(tmp_path, 3, 3), 7.0)
+    assert (given.seconds, given.tests, given.describe()) == (7.0, None, "7 s")
+
+
+def test_hidden_and_vendored_folders_are_not_counted(tmp_path: Path) -> None:
+    _suite(tmp_path, 1, 1)
+    for hidden in (".venv/lib/tests", "build/tests", "node_modules/x"):
+        _suite(tmp_path / hidden, 5, 50)
+    assert count_tests(tmp_path) == 2

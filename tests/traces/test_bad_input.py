@@ -151,3 +151,38 @@ def test_a_named_pipe_is_quarantined_not_opened(tmp_path: Path) -> None:
     (q,) = [i for i in items if isinstance(i, Quarantine)]
     assert Path(q.file).name == "pipe.jsonl" and q.reason == "not a regular file"
     assert counts.sessions == 1
+
+
+def test_deep_nesting_is_quarantined_not_a_recursion_error(tmp_path: Path) -> None:
+    # A line nested 200,000 deep ended the run in RecursionError and left it "running".
+    path = _good_session(tmp_path / "s.jsonl")
+    very = b'{"type": "user", "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}\n"
+    just_past = json.dumps({"type": "user", "x": json.loads("[" * 150 + "]" * 150)}).encode()
+    fine = json.dumps({"type": "progress", "x": json.loads("[" * 50 + "]" * 50),
+                       "many": [[1], [2]] * 200}).encode()  # many brackets, shallow
+    _insert(path, 1, very + just_past + b"\n" + fine + b"\n")
+    counts, items = _items(path)
+    q = [i for i in items if isinstance(i, Quarantine)]
+    assert [(x.line_no, x.reason) for x in q] == [(2, "nested deeper than 100 levels"),
+                                                 (3, "nested deeper than 100 levels")]
+    assert q[0].size == len(very)
+    assert counts.quarantined == 2 and counts.assistant_turns == 2
+    assert counts.skipped_types == {"progress": 1}
+
+
+def test_a_large_binary_file_is_given_up_after_100_bad_lines(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(1)
+    junk = b"".join(bytes(rng.randrange(256) for _ in range(60)) + b"\n" for _ in range(5000))
+    (tmp_path / "blob.jsonl").write_bytes(junk)
+    counts, items = _items(tmp_path / "blob.jsonl")
+    q = [i for i in items if isinstance(i, Quarantine)]
+    assert len(q) == 101 and counts.quarantined == 100 and counts.quarantined_files == 1
+    assert q[-1].line_no == 0 and q[-1].reason.startswith("no JSON object in its first 100")
+    assert q[-1].size == len(junk) - sum(len(x) + 1 for x in junk.split(b"\n")[:100])
+    # one good record first: every bad line after it is its own row, as before
+    path = _good_session(tmp_path / "s.jsonl")
+    path.write_bytes(path.read_bytes() + b"not json\n" * 300)
+    counts, items = _items(path)
+    assert counts.quarantined == 300 and counts.quarantined_files == 0

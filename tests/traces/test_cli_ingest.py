@@ -89,3 +89,56 @@ def test_a_bad_path_is_one_line_and_exit_2_with_nothing_written(tmp_path: Path) 
     assert bad.stderr.strip().splitlines() == [
         f"error: no such file or directory: {tmp_path / 'missing'}"]
     assert not (tmp_path / "o2" / "manifests").exists()
+
+
+@pytest.mark.slow
+def test_all_garbage_input_is_quarantined_and_exits_non_zero(tmp_path: Path) -> None:
+    # It used to exit 0 with a "complete" run that held nothing.
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "binary.jsonl").write_bytes(bytes(range(256)) * 64)
+    (junk / "deep.jsonl").write_bytes(b"[" * 200_000 + b"]" * 200_000 + b"\n")
+    (junk / "text.jsonl").write_text("not json\n{\"type\": \"summary\"}\n")
+    (junk / "notes.md").write_text("not a session")
+    out = tmp_path / "store"
+    proc = _swemill("traces", "ingest", str(junk), "--out", str(out), "--run-id", "g1",
+                    "--json")
+    assert proc.returncode == 1, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "nothing usable in 4 file(s)" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["status"] == "failed" and report["counts"]["trajectories"] == 0
+    store = Store.open(str(out))
+    manifest = store.read_manifest("g1")
+    assert manifest.status == "failed" and manifest.finished_at
+    assert manifest.metadata["error"] == errors[0].removeprefix("error: ")
+    reasons = {(Path(q.file).name, q.reason.split(" at ")[0].split(":")[0].split(" (")[0])
+               for q in load_quarantine(store, "g1")}
+    assert {("deep.jsonl", "nested deeper than 100 levels"), ("binary.jsonl", "invalid UTF-8"),
+            ("text.jsonl", "not JSON"), ("notes.md", "not a trace file")} <= reasons
+
+
+@pytest.mark.slow
+def test_sigterm_mid_ingest_leaves_a_failed_manifest(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    from swemill.traces.fake_sessions import generate_session_file
+
+    generate_session_file(tmp_path / "in" / "long.jsonl", 40 * 2**20)
+    out = tmp_path / "store"
+    proc = subprocess.Popen([sys.executable, "-m", "swemill", "traces", "ingest",
+                             str(tmp_path / "in"), "--out", str(out), "--run-id", "t1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ))
+    manifest = out / "manifests" / "run_id=t1.json"
+    end = time.monotonic() + 60
+    while not manifest.exists() and time.monotonic() < end and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    m = Store.open(str(out)).read_manifest("t1")
+    assert m.status == "failed" and m.metadata["error"] == "terminated by SIGTERM"

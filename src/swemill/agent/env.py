@@ -19,7 +19,6 @@ patch in the host process that drives them.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from swemill.core.records import Outcome, Task
 from swemill.core.tools import ToolCall, validate_call
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import Sandbox, open_sandbox
+from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
 from swemill.testing.runner import run_tests
 from swemill.validate.snapshot import unpack_tree
@@ -117,7 +117,7 @@ class TaskEnv:
                 raise EnvBuildError(f"task {task.instance_id}: snapshot unreadable: {exc}") \
                     from exc
         repo_env = self.resolver(task)
-        tmp = Path(tempfile.mkdtemp(prefix="swemill-task-"))
+        tmp = scratch_dir("task")
         try:
             unpack_tree(snapshot, tmp / "pristine")
             unpack_tree(snapshot, tmp / "ws")

@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from swemill.sandbox.leftovers import scratch_prefix
+
 __all__ = ["ruff_path", "lint_introduced"]
 
 _TIMEOUT_S = 60
@@ -61,7 +63,7 @@ def lint_introduced(before: Path, after: Path, paths: Iterable[str]) -> int | No
         return None
     if not py:
         return 0
-    with tempfile.TemporaryDirectory(prefix="swemill-lint-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("lint")) as tmp:
         old_root, new_root = Path(tmp, "before"), Path(tmp, "after")
         old_root.mkdir()
         new_root.mkdir()

@@ -39,6 +39,10 @@ def register(app: typer.Typer) -> None:
         executor: Annotated[str | None, typer.Option(
             "--executor",
             help="Where validation and rollouts run: local, ray or aws-batch.")] = None,
+        suite_timeout: Annotated[float | None, typer.Option(
+            "--suite-timeout", min=1.0,
+            help="Seconds one baseline run of the whole suite may take (default: derived "
+                 "from the number of tests).")] = None,
         max_usd: Annotated[float | None, typer.Option(
             "--max-usd", min=0.0, help="Dollar ceiling for the run's policy calls.")] = None,
         allow_contaminated: Annotated[bool, typer.Option(
@@ -75,7 +79,8 @@ def register(app: typer.Typer) -> None:
             "strategies": tuple(x.strip() for x in strategies.split(",") if x.strip())
             if strategies else None, "seed": seed, "max_usd": max_usd, "executor": executor,
             "emit_wm": True if extra else None,
-            "allow_contaminated": True if allow_contaminated else None}
+            "allow_contaminated": True if allow_contaminated else None,
+            "suite_timeout_s": suite_timeout}
         given = {k: v for k, v in flags.items() if v is not None}
         if resume and (fixed := sorted(set(given) - RUNTIME_SETTINGS)):
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)

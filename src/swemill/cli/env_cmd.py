@@ -26,9 +26,10 @@ def register(app: typer.Typer) -> None:
             "--rebuild", help="Rebuild the environment and the baseline.")] = False,
         backend: Annotated[str, typer.Option(
             "--backend", help="Sandbox backend: auto, bwrap, local, docker.")] = "auto",
-        suite_timeout: Annotated[float, typer.Option(
-            "--suite-timeout", min=1.0, help="Seconds one full run of the suite may take.")]
-        = 900.0,
+        suite_timeout: Annotated[float | None, typer.Option(
+            "--suite-timeout", min=1.0, help="Seconds one full run of the suite may take "
+                                             "(default: derived from the number of tests).")]
+        = None,
         runs: Annotated[int, typer.Option(
             "--runs", min=1, help="Baseline runs (tests whose outcome changes are flaky).")]
         = 3,
@@ -50,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _run(source: str, recipe_file: Path | None, rebuild: bool, backend: str,
-         suite_timeout: float, runs: int) -> dict[str, Any]:
+         suite_timeout: float | None, runs: int) -> dict[str, Any]:
     from swemill.cli._common import console
     from swemill.repo.envbuild import build_env
     from swemill.repo.recipe import load_recipe

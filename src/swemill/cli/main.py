@@ -53,6 +53,38 @@ for _module in (
     _module.register(app)
 
 
+class Terminated(SystemExit):
+    """Raised in the main thread on SIGTERM; exits ``128 + signal``, like the signal would."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        import signal
+
+        return f"terminated by {signal.Signals(self.signum).name}"
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    """SIGTERM ends the command the way an error would: ``finally`` blocks and context
+    managers run (sandboxes killed, cgroups and temporary folders removed, the manifest
+    marked failed), then the process exits 143."""
+    import signal
+
+    signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM is not delayed by clean-up
+    raise Terminated(signum)
+
+
+def _start_up() -> None:
+    import signal
+
+    from swemill.sandbox.leftovers import sweep
+
+    signal.signal(signal.SIGTERM, _terminate)
+    sweep()  # what killed swemill processes left behind: cgroups, temp folders, stores
+
+
 def main() -> None:
     """Entry point: any :class:`SwemillError` becomes one red line and exit code 2."""
     import sys
@@ -62,6 +94,7 @@ def main() -> None:
     from swemill.cli._common import console
     from swemill.core.errors import SwemillError
 
+    _start_up()
     try:
         app()
     except SwemillError as exc:

@@ -41,15 +41,15 @@ def run(
 ) -> None:
     """Run CMD in a fresh sandbox; exit with its exit code (non-zero when it was killed)."""
     import shutil
-    import tempfile
 
     from swemill.sandbox import Limits, open_sandbox
+    from swemill.sandbox.leftovers import scratch_dir
 
     if workspace is not None and not workspace.is_dir():
         fail(f"workspace {workspace} is not a directory")
     limits = Limits(timeout_s=timeout, memory_mb=memory, pids=pids, disk_mb=disk, net=net,
                     output_bytes=output_bytes)
-    scratch = Path(tempfile.mkdtemp(prefix="swemill-sandbox-")) if workspace is None else None
+    scratch = scratch_dir("sandbox") if workspace is None else None
     try:
         with open_sandbox(workspace or scratch, backend=backend, limits=limits) as sb:  # type: ignore[arg-type]
             result = sb.exec(cmd)

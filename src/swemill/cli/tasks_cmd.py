@@ -48,6 +48,10 @@ def register(app: typer.Typer) -> None:
         executor: Annotated[str, typer.Option(
             "--executor",
             help="Where candidates are validated: local, ray or aws-batch.")] = "local",
+        suite_timeout: Annotated[float | None, typer.Option(
+            "--suite-timeout", min=1.0, help="Seconds one baseline run of the whole suite may "
+                                             "take (default: derived from the number of tests).")]
+        = None,
         run: Annotated[str | None, typer.Option(
             "--run", help="export: the run whose tasks to export.")] = None,
         fmt: Annotated[str, typer.Option("--format", help="export: only 'swebench'.")]
@@ -73,7 +77,7 @@ def register(app: typer.Typer) -> None:
             return
         summary = _run(source, Store.open(out), _config(
             strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
-            executor),
+            executor, suite_timeout),
             run_id, resume, quiet=json_out)
         if json_out:
             emit_json(summary)
@@ -84,7 +88,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
-            audit: int, allow_contaminated: bool, backend: str, executor: str = "local") -> Any:
+            audit: int, allow_contaminated: bool, backend: str, executor: str = "local",
+            suite_timeout: float | None = None) -> Any:
     from pydantic import ValidationError as PydanticError
 
     from swemill.validate.config import TasksConfig
@@ -93,6 +98,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
         "strategies": [s for s in strategies.split(",") if s.strip()], "rows": rows,
         "max_tasks": max_tasks, "seed": seed, "audit": audit,
         "allow_contaminated": allow_contaminated, "backend": backend, "executor": executor,
+        "suite_timeout_s": suite_timeout,
     }
     if workers is not None:
         opts["workers"] = workers

@@ -28,7 +28,9 @@ def ingest_cmd(
         '{"model-prefix": "IN,OUT"} in $ per million tokens.'),
     json_out: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:
-    """One state per assistant turn and one trajectory per session, in the canonical IR."""
+    """One state per assistant turn and one trajectory per session, in the canonical IR.
+
+    Exits 1 (after the counts) when nothing in the input was usable."""
     from swemill.cli._common import console, fail
     from swemill.store import Store
     from swemill.traces.claude_code import IngestOptions
@@ -46,12 +48,15 @@ def ingest_cmd(
         typer.echo(f"warning: no price for {listed}: costed at $0; pass --prices FILE",
                    err=True)
     if json_out:
-        emit_json({"run_id": result.run_id, "counts": counts, "shards": result.shards})
-        return
-    if not Scrubber.active:
-        console.print("[yellow]warning:[/] secrets scrubbing is not available yet; "
-                      "texts were stored as found")
-    _print_counts(result.run_id, counts, out)
+        emit_json({"run_id": result.run_id, "counts": counts, "shards": result.shards,
+                   "status": "failed" if result.error else "complete", "error": result.error})
+    else:
+        if not Scrubber.active:
+            console.print("[yellow]warning:[/] secrets scrubbing is not available yet; "
+                          "texts were stored as found")
+        _print_counts(result.run_id, counts, out)
+    if result.error:
+        fail(result.error, code=1)
 
 
 def _price_table(path: Path) -> dict[str, Price]:

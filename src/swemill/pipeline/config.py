@@ -17,9 +17,10 @@ DEFAULT_POLICIES = ("oracle", "noisy-oracle:0.5")
 """The scripted pair: the oracle's solved runs feed SFT, the noisy oracle's wrong fixes give
 the rejected side of execution-graded DPO pairs. No network, no key."""
 
-RUNTIME_SETTINGS = frozenset({"workers", "executor"})
+RUNTIME_SETTINGS = frozenset({"workers", "executor", "suite_timeout_s"})
 """Settings that change where or how fast work runs, never what it produces: left out of the
-config hash, and the only ones a resumed run may change."""
+config hash, and the only ones a resumed run may change (a build whose suite ran out of time
+resumes with a larger ``--suite-timeout``)."""
 
 
 class BuildConfig(BaseModel):
@@ -46,6 +47,9 @@ class BuildConfig(BaseModel):
     output; aws-batch needs an s3:// root and the job queue settings)."""
     backend: Literal["auto", "bwrap", "local"] = "auto"
     """Sandbox backend for the baseline, validation and rollouts."""
+    suite_timeout_s: float | None = Field(default=None, gt=0)
+    """Seconds one baseline run of the whole suite may take; None derives the bound from the
+    suite's size (``testing.timeouts.suite_timeout_for``)."""
     holdout: float = Field(default=0.1, ge=0.0, lt=1.0)
     """Share of rows held out (whole groups), for the corpus split."""
     emit_wm: bool = False

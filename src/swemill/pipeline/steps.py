@@ -56,7 +56,8 @@ def env(ctx: StageContext) -> dict[str, int]:
     src = resolve_source(ctx.source)
     ctx.say(f"environment of {src.repo}@{src.commit[:12]} (uv)")
     repo_env = build_env(src)
-    baseline = run_baseline(repo_env, backend=ctx.config.backend, step=ctx.say)
+    baseline = run_baseline(repo_env, backend=ctx.config.backend,
+                            suite_timeout=ctx.config.suite_timeout_s, step=ctx.say)
     prefix = env_prefix(src.repo, src.commit)
     ctx.store.write_json(f"{prefix}/recipe.json", repo_env.recipe.model_dump(mode="json"))
     ctx.store.write_json(f"{prefix}/baseline.json", baseline.model_dump(mode="json"))
@@ -96,7 +97,7 @@ def tasks(ctx: StageContext) -> dict[str, int]:
     config = _config(TasksConfig, max_tasks=c.max_tasks, workers=c.workers, seed=c.seed,
                      backend=c.backend, allow_contaminated=c.allow_contaminated,
                      strategies=list(c.strategies) if c.strategies else None,
-                     executor=c.executor)
+                     executor=c.executor, suite_timeout_s=c.suite_timeout_s)
     result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, resume=ctx.resume,
                        progress=_progress(ctx))
     return {"tasks": result.tasks, "candidates": result.candidates}

@@ -19,6 +19,7 @@ from swemill.probe.config import TINY_MODEL, HeldOut, Margin, ProbeConfig, Probe
 from swemill.probe.data import Splits, load_splits, no_sft_rows, present
 from swemill.probe.deps import require
 from swemill.probe.model import check_model_spec
+from swemill.sandbox.leftovers import scratch_prefix
 from swemill.store import Store
 from swemill.store.layout import manifest_key, report_key
 
@@ -120,7 +121,7 @@ def run_probe(store: Store, run_id: str, config: ProbeConfig, *,
     quiet()
     modules["transformers"].set_seed(config.seed)
     placement = place(config.device)
-    with tempfile.TemporaryDirectory(prefix="swemill-probe-model-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("probe-model")) as scratch:
         say(f"loading {config.model} on {placement.device} ({placement.dtype})")
         model, tokenizer = _load(config, splits, placement, scratch)
         say(f"measuring before: {splits.rows}")

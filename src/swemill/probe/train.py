@@ -11,6 +11,7 @@ from typing import Any
 
 from swemill.probe.config import ProbeConfig, Training
 from swemill.probe.model import Placement
+from swemill.sandbox.leftovers import scratch_prefix
 
 __all__ = ["lora_sft", "quiet"]
 
@@ -36,7 +37,7 @@ def lora_sft(model: Any, tokenizer: Any, train: Any, config: ProbeConfig,
     lora = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.0,
                       target_modules="all-linear", task_type="CAUSAL_LM")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="swemill-probe-") as out:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("probe")) as out:
         args = SFTConfig(
             output_dir=out, max_steps=config.steps, learning_rate=config.learning_rate,
             per_device_train_batch_size=config.batch_size, max_length=config.max_length,

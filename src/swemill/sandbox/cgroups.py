@@ -17,10 +17,12 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CgroupSupport", "CommandCgroups", "cgroup_support", "leftover_groups"]
+__all__ = ["CgroupSupport", "CommandCgroups", "cgroup_support", "leftover_groups",
+           "reap_dead_groups"]
 
 ROOT = Path("/sys/fs/cgroup")
 PREFIX = "swemill-"
@@ -86,13 +88,32 @@ def cgroup_support() -> CgroupSupport:
                          _v1_parent("memory", own) is not None)
 
 
-def leftover_groups() -> list[Path]:
-    """Groups this process created and has not removed (should always be empty)."""
+def _group_parents() -> list[Path]:
     own = _own_paths()
-    mine = f"{PREFIX}{os.getpid()}-*"
-    parents = [ROOT / own.get("", "/").lstrip("/")] if _is_v2() else [
+    return [ROOT / own.get("", "/").lstrip("/")] if _is_v2() else [
         p for c in ("pids", "memory") if (p := _v1_parent(c, own)) is not None]
-    return [g for parent in parents for g in parent.glob(mine)]
+
+
+def leftover_groups(pid: int | None = None) -> list[Path]:
+    """Groups process ``pid`` (default: this one) created and has not removed."""
+    mine = f"{PREFIX}{pid or os.getpid()}-*"
+    return [g for parent in _group_parents() for g in parent.glob(mine)]
+
+
+def reap_dead_groups(alive: Callable[[int], bool]) -> list[Path]:
+    """Kill the members of, and remove, every ``swemill-<pid>-*`` group beside ours whose
+    owner pid is not ``alive`` (a SIGKILLed run leaves its groups, members and all).
+    Returns the groups removed."""
+    removed: list[Path] = []
+    for parent in _group_parents():
+        for group in parent.glob(f"{PREFIX}*-*"):
+            pid = group.name[len(PREFIX):].partition("-")[0]
+            if not pid.isdigit() or int(pid) == os.getpid() or alive(int(pid)):
+                continue
+            leftover = CommandCgroups.adopt(group)
+            if not leftover.remove(deadline_s=2.0):
+                removed.append(group)
+    return removed
 
 
 def _write(path: Path, value: str) -> None:
@@ -130,6 +151,15 @@ class CommandCgroups:
             self.remove()
             raise
         self._procs = [os.fsencode(d / "cgroup.procs") for d in self.dirs]
+
+    @classmethod
+    def adopt(cls, group: Path) -> CommandCgroups:
+        """An existing group, to kill its members and remove it (a dead run's leftover)."""
+        cg = cls.__new__(cls)
+        cg.version = "v2" if _is_v2() else "v1"
+        cg.dirs, cg._procs = [group], []
+        cg._pids_dir = cg._mem_dir = None
+        return cg
 
     @property
     def active(self) -> bool:

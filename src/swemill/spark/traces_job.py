@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from swemill.core.errors import IngestError
 from swemill.core.records import Trajectory
+from swemill.sandbox.leftovers import scratch_prefix
 from swemill.spark.common import StoreRef, job_parser
 from swemill.store import new_run_id
 from swemill.store.store import Store
@@ -39,6 +40,7 @@ from swemill.traces.ingest import (
     _manifest,
     discover,
     iter_items,
+    nothing_usable,
     state_schema,
 )
 from swemill.traces.records import IngestCounts, Quarantine, TraceState
@@ -111,7 +113,7 @@ def _partition(ref: StoreRef, run_id: str, opts: IngestOptions, total: int,
     store, counts, scrub = ref.open(), IngestCounts(), Scrubber()
     buffers: dict[str, list[BaseModel]] = {STATES: [], TRAJECTORIES: [], QUARANTINE: []}
     stage_of = {TraceState: STATES, Trajectory: TRAJECTORIES, Quarantine: QUARANTINE}
-    with tempfile.TemporaryDirectory(prefix="swemill-spark-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("spark")) as tmp:
         for item in iter_items(_staged(files, tmp, storage_options), counts, opts, scrub):
             if isinstance(item, TraceState):
                 item = item.model_copy(update={"messages": []})  # as the local path stores
@@ -146,8 +148,10 @@ def ingest_spark(spark: Any, paths: list[str], store: Store, run_id: str | None 
         counts.merge(IngestCounts.model_validate(part["counts"]))
         for stage, w in part["written"].items():
             shards[stage] += w
-    store.write_manifest(_manifest(run_id, [Path(p) for p in paths], counts, "complete"))
-    return IngestResult(run_id, counts, shards)
+    error = nothing_usable(counts, run_id)
+    store.write_manifest(_manifest(run_id, [Path(p) for p in paths], counts,
+                                   "failed" if error else "complete", error))
+    return IngestResult(run_id, counts, shards, error)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     result = ingest_spark(spark, args.paths, store, args.run_id, partitions=args.partitions,
                           input_options=args.storage_options)
     sys.stdout.write(f"{result.run_id} {result.counts.model_dump_json()}\n")
-    return 0
+    return 1 if result.error else 0
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import types
 from collections.abc import Sequence
 from typing import Any, Literal, Union, get_args, get_origin
@@ -120,15 +121,45 @@ def rows_to_table(
             return pa.Table.from_pylist(list(rows), schema=schema)  # type: ignore[arg-type]
         except (pa.ArrowException, TypeError, ValueError) as exc:
             raise StoreError(f"rows do not fit one Arrow schema: {exc}") from exc
-    schema = schema or schema_for_model(models.pop())
-    json_cols = _json_columns(schema)
-    dumped = []
+    model = models.pop()
+    schema = schema or schema_for_model(model)
+    return _records_table(rows, model, schema)  # type: ignore[arg-type]
+
+
+def _records_table(rows: Sequence[BaseModel], model: type[BaseModel], schema: pa.Schema
+                   ) -> pa.Table:
+    """Column by column. A JSON column's text comes straight from pydantic's serializer (the
+    same text as ``json.dumps`` of the JSON-mode dump, without building that dump's dicts),
+    and each column's Python values are dropped once Arrow holds them: a record holding a
+    whole long session is held about twice, not five times."""
+    names = {info.alias or name: name for name, info in model.model_fields.items()}
+    json_keys = {c for c in _json_columns(schema) if c in names}
+    skip = {names[c] for c in json_keys}
+    columns: dict[str, list[Any]] = {f.name: [] for f in schema}
     for record in rows:
-        row = record.model_dump(mode="json", by_alias=True)  # type: ignore[union-attr]
-        for col in json_cols:
-            row[col] = json.dumps(row[col], ensure_ascii=False, separators=(",", ":"))
-        dumped.append(row)
-    return pa.Table.from_pylist(dumped, schema=schema)
+        row = record.model_dump(mode="json", by_alias=True, exclude=skip)
+        for key, values in columns.items():
+            values.append(_json_cell(record, names[key], key) if key in json_keys
+                          else row.get(key))
+    arrays = [_array(columns.pop(f.name), f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _json_cell(record: BaseModel, name: str, key: str) -> bytes:
+    # b'{"<key>":<value>}': the serializer's own text for one field, braces and key cut off
+    text: bytes = record.__pydantic_serializer__.to_json(record, include={name}, by_alias=True)
+    return text[len(key) + 4 : -1]
+
+
+def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
+    if len(values) == 1 and isinstance(values[0], bytes) and kind == pa.string():
+        # one (possibly huge) JSON text: Arrow uses the bytes in place instead of a copy
+        data = values[0]
+        offsets = pa.py_buffer(struct.pack("<ii", 0, len(data)))
+        array = pa.StringArray.from_buffers(1, offsets, pa.py_buffer(data))
+        array.validate(full=True)  # UTF-8 checked, as pa.array would
+        return array
+    return pa.array(values, type=kind)
 
 
 def table_to_rows(
@@ -152,8 +183,12 @@ def table_to_rows(
 
 
 def table_to_bytes(table: pa.Table) -> bytes:
+    # No min/max statistics for JSON text: no reader filters on them, and for a cell holding
+    # a long session the writer's copies of min and max cost several times the cell.
+    json_cols = set(_json_columns(table.schema))
+    stats = [n for n in table.schema.names if n not in json_cols] if json_cols else True
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
+    pq.write_table(table, buf, compression="zstd", write_statistics=stats or False)
     return buf.getvalue()
 
 

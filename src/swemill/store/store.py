@@ -28,7 +28,26 @@ from swemill.core.records import RunManifest, utcnow
 from swemill.store import layout
 from swemill.store.parquet import bytes_to_table, rows_to_table, table_to_bytes, table_to_rows
 
-__all__ = ["Store"]
+__all__ = ["Store", "check_root", "SCHEMES"]
+
+SCHEMES = ("file", "s3", "s3a")
+"""URL schemes a root may have; a root without ``://`` is a local path. Anything else
+(``ftp://``, ``memory://``, ``http://``, chained ``a::b`` URLs) is refused: a remote store
+swemill does not test, or one that vanishes with the process, would lose a run silently."""
+
+
+def check_root(root: str) -> str:
+    """``root`` if it is a local path, ``file://`` or ``s3://`` URL; else one clear error.
+
+    Pure string work, so commands can call it before anything else happens."""
+    if not root or not root.strip():
+        raise StoreError("the store root is empty; pass a path or an s3:// URL")
+    scheme, sep, _ = root.partition("://")
+    if "::" in root or (sep and scheme.lower() not in SCHEMES):
+        shown = f"{scheme}://" if sep else root
+        raise StoreError(f"unsupported store root {shown}: use a local path, file:// or "
+                         "s3://bucket/prefix")
+    return root
 
 
 def _default_options(root: str, given: dict[str, Any] | None) -> dict[str, Any]:
@@ -57,9 +76,7 @@ class Store:
     """A dataset root. Keys are relative, ``/``-separated (see :mod:`swemill.store.layout`)."""
 
     def __init__(self, root: str, *, storage_options: dict[str, Any] | None = None) -> None:
-        if not root:
-            raise StoreError("the store root is empty; pass a path or an s3:// URL")
-        self.url = root
+        self.url = check_root(root)
         self.storage_options = _default_options(root, storage_options)
         try:
             self.fs, path = fsspec.core.url_to_fs(root, **self.storage_options)
@@ -228,10 +245,15 @@ class Store:
         schema: pa.Schema | None = None,
     ) -> dict[str, Any]:
         """Write ``part-<shard>.parquet``, then its marker; returns the marker's content."""
-        data = table_to_bytes(rows_to_table(records, schema))
+        return self.write_table(stage, run_id, shard, rows_to_table(records, schema))
+
+    def write_table(self, stage: str, run_id: str, shard: str, table: pa.Table) -> dict[str, Any]:
+        """:meth:`write_records` for rows already in Arrow (``parquet.rows_to_table``), so a
+        caller can let the records go before the Parquet is encoded."""
+        data = table_to_bytes(table)
         marker = {
             "shard": shard,
-            "rows": len(records),
+            "rows": table.num_rows,
             "bytes": len(data),
             "sha256": hashlib.sha256(data).hexdigest(),
             "written_at": utcnow(),

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from types import TracebackType
 
 from swemill.core.errors import SynthesisError
 from swemill.core.records import ChangedSymbol
+from swemill.sandbox.leftovers import scratch_dir
 from swemill.synth.patches import apply_patch, parse_patch
 from swemill.synth.symbols import changed_lines, symbols_at
 
@@ -31,7 +31,7 @@ class PatchedFiles:
         self.dir: Path | None = None
 
     def __enter__(self) -> PatchedFiles:
-        self.dir = Path(tempfile.mkdtemp(prefix="swemill-patch-"))
+        self.dir = scratch_dir("patch")
         # A repository of its own, so git apply resolves paths against this folder only.
         subprocess.run(["git", "init", "-q", str(self.dir)], check=True, capture_output=True)
         for rel in self.paths:

@@ -12,18 +12,18 @@ from __future__ import annotations
 import contextlib
 import shutil
 import statistics
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 from swemill.core.errors import TestRunError
 from swemill.core.records import Baseline, TestStatus
 from swemill.repo.cache import write_text_atomic
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox.base import Sandbox
+from swemill.sandbox.leftovers import scratch_dir
 from swemill.testing.covermap import build_coverage_map
 from swemill.testing.report import TestRunReport
 from swemill.testing.runner import command_line, run_tests
+from swemill.testing.timeouts import SuiteTimeout, suite_timeout_for
 
 __all__ = ["run_baseline", "combine_runs", "load_baseline", "fresh_sandbox"]
 
@@ -42,7 +42,7 @@ def fresh_sandbox(env: RepoEnv, backend: str = "auto") -> Iterator[Sandbox]:
     """A sandbox over a private copy of the env's working copy, deleted afterwards."""
     from swemill.sandbox import open_sandbox
 
-    tmp = Path(tempfile.mkdtemp(prefix="swemill-ws-"))
+    tmp = scratch_dir("ws")
     try:
         ws = tmp / "ws"
         shutil.copytree(env.source_path, ws, symlinks=True)
@@ -53,19 +53,23 @@ def fresh_sandbox(env: RepoEnv, backend: str = "auto") -> Iterator[Sandbox]:
 
 
 def run_baseline(env: RepoEnv, *, backend: str = "auto", runs: int = 3,
-                 suite_timeout: float = 900.0, rebuild: bool = False,
+                 suite_timeout: float | None = None, rebuild: bool = False,
                  step: Step | None = None) -> Baseline:
-    """Return the env's baseline, running the suite ``runs`` times unless one is saved."""
+    """Return the env's baseline, running the suite ``runs`` times unless one is saved.
+
+    Each run may take ``suite_timeout`` seconds; None derives the bound from the suite's size
+    (:func:`swemill.testing.timeouts.suite_timeout_for`)."""
     cached = None if rebuild else load_baseline(env)
     if cached is not None:
         return cached
     say = step or (lambda _msg: None)
+    bound = suite_timeout_for(env.source_path, suite_timeout)
     reports: list[TestRunReport] = []
     for i in range(runs):
         say(f"baseline run {i + 1}/{runs}" + (" (with coverage)" if i == 0 else ""))
         with fresh_sandbox(env, backend) as sb:
-            report = run_tests(sb, env, None, timeout=suite_timeout, coverage=i == 0)
-        _check(report, env, suite_timeout, i + 1)
+            report = run_tests(sb, env, None, timeout=bound.seconds, coverage=i == 0)
+        _check(report, env, bound, i + 1)
         reports.append(report)
     outcomes, durations, flaky = combine_runs(reports)
     say("measuring start-up")
@@ -81,10 +85,10 @@ def run_baseline(env: RepoEnv, *, backend: str = "auto", runs: int = 3,
     return baseline
 
 
-def _check(report: TestRunReport, env: RepoEnv, suite_timeout: float, run: int) -> None:
+def _check(report: TestRunReport, env: RepoEnv, bound: SuiteTimeout, run: int) -> None:
     if report.timed_out:
         raise TestRunError(f"the test suite of {env.repo} did not finish within "
-                           f"{suite_timeout:.0f} s (raise it with --suite-timeout)")
+                           f"{bound.describe()}; raise it with --suite-timeout SECONDS")
     if report.exit_code == 5 or (report.trustworthy and not report.results):
         raise TestRunError(f"pytest collected no tests in {env.repo}: nothing to run")
     if not report.trustworthy:

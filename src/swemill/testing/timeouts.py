@@ -3,15 +3,74 @@
 A run of the selected tests gets ``factor`` times their baseline durations plus twice the
 measured start-up plus a margin. A test the baseline has no duration for counts as the
 slowest one it has (new tests, renamed parametrisations).
+
+Before the baseline there are no durations: a whole-suite run is bounded by the suite's
+size instead (:func:`suite_timeout_for`: the test functions in the tree, a fixed allowance
+each, between a floor and a ceiling), so a small suite that hangs is reported in minutes.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 
 from swemill.core.records import Baseline
 
-__all__ = ["adaptive_timeout"]
+__all__ = ["adaptive_timeout", "SuiteTimeout", "suite_timeout_for", "count_tests"]
+
+SUITE_FLOOR_S = 120.0
+"""Even a one-test suite gets this long: the first baseline run installs the plugin, imports
+the project and records coverage, on a machine that may be busy."""
+SUITE_PER_TEST_S = 1.0
+"""Per test function found: some twenty times what a typical unit test takes."""
+SUITE_CEILING_S = 3600.0
+
+_TEST_DEF = re.compile(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+test", re.MULTILINE)
+_SKIP_DIRS = {"build", "dist", "node_modules", "site-packages", "__pycache__", "venv"}
+
+
+def _test_files(root: Path) -> Iterable[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS]
+        for name in filenames:
+            if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")
+                                         or name == "tests.py"):
+                yield Path(dirpath) / name
+
+
+def count_tests(root: Path) -> int:
+    """Test functions (``def test*``, methods included) in the tree's test files."""
+    total = 0
+    for path in _test_files(root):
+        try:
+            total += len(_TEST_DEF.findall(path.read_bytes()))
+        except OSError:
+            continue
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteTimeout:
+    seconds: float
+    tests: int | None = None
+    """The test functions it was derived from; None when it was given."""
+
+    def describe(self) -> str:
+        if self.tests is None:
+            return f"{self.seconds:.0f} s"
+        return f"{self.seconds:.0f} s (the default for {self.tests} test functions)"
+
+
+def suite_timeout_for(root: Path, given: float | None = None) -> SuiteTimeout:
+    """``given`` when set, else a bound derived from the size of the suite under ``root``."""
+    if given is not None:
+        return SuiteTimeout(given)
+    tests = count_tests(root)
+    seconds = min(SUITE_CEILING_S, max(SUITE_FLOOR_S, 60.0 + SUITE_PER_TEST_S * tests))
+    return SuiteTimeout(seconds, tests)
 
 
 def adaptive_timeout(baseline: Baseline, nodeids: Iterable[str] | None = None, *,

@@ -91,7 +91,7 @@ def _results(messages: list[Message], start: int, call_ids: set[str]) -> list[To
     return out
 
 
-def _state(part: SessionPart, ref: TurnRef, ordinal: int) -> TraceState:
+def _state(part: SessionPart, ref: TurnRef, ordinal: int, history: bool) -> TraceState:
     response = part.messages[ref.index]
     actions = response.tool_calls
     results = _results(part.messages, ref.index, {a.id for a in actions if a.id})
@@ -103,7 +103,7 @@ def _state(part: SessionPart, ref: TurnRef, ordinal: int) -> TraceState:
         turn=ordinal,
         prefix_len=ref.index,
         context_start=context_start,
-        messages=part.messages[context_start : ref.index],
+        messages=part.messages[context_start : ref.index] if history else [],
         response=response,
         actions=actions,
         action_keys=[a.canonical_key() for a in actions],
@@ -121,9 +121,10 @@ def _state(part: SessionPart, ref: TurnRef, ordinal: int) -> TraceState:
 
 
 def make_states(
-    part: SessionPart, counts: IngestCounts, emitted: set[str]
+    part: SessionPart, counts: IngestCounts, emitted: set[str], *, history: bool = True
 ) -> Iterable[TraceState]:
-    """One state per real assistant turn not already emitted (``emitted`` holds turn keys)."""
+    """One state per real assistant turn not already emitted (``emitted`` holds turn keys);
+    without ``history`` the states' ``messages`` stay empty (they are not stored)."""
     ordinal = -1
     for ref in part.turns:
         if ref.synthetic:
@@ -132,7 +133,7 @@ def make_states(
         if ref.key in emitted:
             continue
         emitted.add(ref.key)
-        state = _state(part, ref, ordinal)
+        state = _state(part, ref, ordinal, history)
         counts.assistant_turns += 1
         counts.tool_calls += ref.n_source_calls
         counts.tool_errors += sum(r.is_error for r in state.results)

@@ -8,6 +8,7 @@ early lines of a streamed response can carry partial output counts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,15 +33,30 @@ SYNTHETIC_MODEL = "<synthetic>"
 
 @dataclass(slots=True)
 class Node:
-    """One line of a session file that takes part in the ``parentUuid`` tree."""
+    """One line of a session file that takes part in the ``parentUuid`` tree.
+
+    A node read for the tree alone carries no ``record``, only where its line is in the file
+    (``offset``, ``size``): :func:`to_messages` reads the records of one path back when it
+    needs them, so a long session costs a few hundred bytes per line, not the parsed line."""
 
     uuid: str
     parent: str | None
     order: int
     kind: str
-    record: dict[str, Any]
+    record: dict[str, Any] | None = None
     sidechain: bool = False
     logical_parent: str | None = None
+    offset: int = 0
+    size: int = 0
+    boundary: bool = False
+    """A ``system`` record of subtype ``compact_boundary``."""
+
+
+Load = Callable[[Node], dict[str, Any]]
+
+
+def _own_record(node: Node) -> dict[str, Any]:
+    return node.record or {}
 
 
 @dataclass(slots=True)
@@ -114,8 +130,8 @@ def _result_text(content: Any) -> str:
 
 
 class _Builder:
-    def __init__(self, cwd: str | None, keep_thinking: bool, scrub: Scrubber) -> None:
-        self.cwd, self.keep_thinking, self.scrub = cwd, keep_thinking, scrub
+    def __init__(self, cwd: str | None, keep_thinking: bool, scrub: Scrubber, load: Load) -> None:
+        self.cwd, self.keep_thinking, self.scrub, self.load = cwd, keep_thinking, scrub, load
         self.out = PathMessages([], [], [])
         self.by_key: dict[str, Turn] = {}
 
@@ -144,13 +160,14 @@ class _Builder:
         return blocks
 
     def add_assistant(self, node: Node) -> None:
-        msg = node.record.get("message")
+        record = self.load(node)
+        msg = record.get("message")
         msg = msg if isinstance(msg, dict) else {}
         key = str(msg.get("id") or node.uuid)
         turn = self.by_key.get(key)
         if turn is None:
             turn = Turn(index=len(self.out.messages), key=key, model=str(msg.get("model", "")),
-                        timestamp=node.record.get("timestamp"))
+                        timestamp=record.get("timestamp"))
             self.by_key[key] = turn
             self.out.turns.append(turn)
             self.out.messages.append(Message(role="assistant"))
@@ -161,9 +178,10 @@ class _Builder:
         turn.stop_reason = msg.get("stop_reason") or turn.stop_reason
 
     def add_user(self, node: Node) -> None:
-        msg = node.record.get("message")
+        record = self.load(node)
+        msg = record.get("message")
         content = msg.get("content") if isinstance(msg, dict) else None
-        if node.record.get("isCompactSummary"):
+        if record.get("isCompactSummary"):
             self.out.compactions.append(len(self.out.messages))
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
@@ -187,16 +205,18 @@ class _Builder:
 
 
 def to_messages(
-    path: list[Node], cwd: str | None, keep_thinking: bool, scrub: Scrubber
+    path: list[Node], cwd: str | None, keep_thinking: bool, scrub: Scrubber,
+    load: Load = _own_record,
 ) -> PathMessages:
-    """Messages, assistant turns and compaction points for one root-to-leaf path."""
-    b = _Builder(cwd, keep_thinking, scrub)
+    """Messages, assistant turns and compaction points for one root-to-leaf path; ``load``
+    gives a node's record (default: the one it holds)."""
+    b = _Builder(cwd, keep_thinking, scrub, load)
     for node in path:
         if node.kind == "assistant":
             b.add_assistant(node)
         elif node.kind == "user":
             b.add_user(node)
-        elif node.record.get("subtype") == "compact_boundary":
+        elif node.boundary or (node.record or {}).get("subtype") == "compact_boundary":
             b.out.compactions.append(len(b.out.messages))
     # A boundary is followed by its summary message: one compaction, one index.
     b.out.compactions = sorted(set(b.out.compactions))

@@ -78,6 +78,24 @@ def _path(leaf: Node, parents: dict[str, str | None], by_uuid: dict[str, Node]) 
     return out
 
 
+def _climb(leaf: Node, parents: dict[str, str | None], by_uuid: dict[str, Node],
+           stop: dict[str, int]) -> tuple[list[Node], int]:
+    """From ``leaf`` up to the first node in ``stop`` (uuid -> index on a known path).
+
+    Returns the nodes climbed (leaf last) and how many nodes of the known path precede them
+    (0 when the climb reached a root or a loop instead). The path root -> leaf is then
+    ``known[:shared] + climbed``: each leaf costs its own branch, not the whole session."""
+    climbed: list[Node] = []
+    seen: set[str] = set()
+    cur: str | None = leaf.uuid
+    while cur is not None and cur not in stop and cur not in seen:
+        seen.add(cur)
+        climbed.append(by_uuid[cur])
+        cur = parents.get(cur)
+    climbed.reverse()
+    return climbed, (stop[cur] + 1 if cur is not None and cur in stop else 0)
+
+
 def _has_new_turn(path: list[Node], shared: int, main_ids: set[str]) -> bool:
     return any(n.kind == "assistant" and n.uuid not in main_ids for n in path[shared:])
 
@@ -105,15 +123,14 @@ def _main_group(nodes: list[Node]) -> tuple[list[Node], list[Branch], int, int]:
     # a late progress line on an older node) add nothing and must not pick the chain.
     latest = max(talk, key=lambda n: n.order)
     main = _path(latest, parents, by_uuid)
-    main_ids = {n.uuid for n in main}
+    on_main = {n.uuid: i for i, n in enumerate(main)}
     branches, dead = [], 0
     for leaf in sorted(_leaves(nodes, parents), key=lambda n: n.order):
-        path = _path(leaf, parents, by_uuid)
-        shared = _shared_prefix(main, path)
+        climbed, shared = _climb(leaf, parents, by_uuid, on_main)
         if shared == len(main):
             continue  # a tail below the last message, not a branch
-        if _has_new_turn(path, shared, main_ids):
-            branches.append(Branch(path, shared))
+        if _has_new_turn(climbed, 0, set()):  # climbed nodes are never on the main chain
+            branches.append(Branch(main[:shared] + climbed, shared))
         else:
             dead += 1
     return main, branches, dead, dangling
@@ -123,18 +140,45 @@ def _sidechains(nodes: list[Node]) -> tuple[list[list[Node]], int]:
     """Per sidechain root, the path to its latest message; other ends count as dead."""
     parents, _ = _parents(nodes, main=False)
     by_uuid = {n.uuid: n for n in nodes}
-    latest_by_root: dict[str, list[Node]] = {}
-    dead = 0
+    roots = _roots(nodes, parents)
+    latest: dict[str, Node] = {}
     for node in sorted((n for n in nodes if _conversational(n)), key=lambda n: n.order):
-        path = _path(node, parents, by_uuid)
-        latest_by_root[path[0].uuid] = path
+        latest[roots[node.uuid]] = node
+    best_by_root = {root: _path(node, parents, by_uuid) for root, node in latest.items()}
+    index_by_root = {root: _index(path) for root, path in best_by_root.items()}
+    dead = 0
     for leaf in _leaves(nodes, parents):
-        path = _path(leaf, parents, by_uuid)
-        best = latest_by_root.get(path[0].uuid)
-        if best is not None and _shared_prefix(best, path) < len(best):
-            dead += _has_new_turn(path, _shared_prefix(best, path), set())
-    ordered = sorted(latest_by_root.values(), key=lambda p: p[0].order)
+        root = roots[leaf.uuid]
+        best = best_by_root.get(root)
+        if best is None:
+            continue
+        climbed, shared = _climb(leaf, parents, by_uuid, index_by_root[root])
+        if shared < len(best):
+            dead += _has_new_turn(climbed, 0, set())
+    ordered = sorted(best_by_root.values(), key=lambda p: p[0].order)
     return ordered, dead
+
+
+def _index(path: list[Node]) -> dict[str, int]:
+    return {n.uuid: i for i, n in enumerate(path)}
+
+
+def _roots(nodes: list[Node], parents: dict[str, str | None]) -> dict[str, str]:
+    """Each node's root (the first node of its path), each chain walked once."""
+    root: dict[str, str] = {}
+    for node in nodes:
+        chain: list[str] = []
+        seen: set[str] = set()
+        cur: str | None = node.uuid
+        while cur is not None and cur not in root and cur not in seen:
+            seen.add(cur)
+            chain.append(cur)
+            cur = parents.get(cur)
+        # a loop: its last node stands in for the root, as _path's stop at a repeat does
+        top = root[cur] if cur is not None and cur in root else chain[-1]
+        for uuid in chain:
+            root[uuid] = top
+    return root
 
 
 def build_tree(nodes: list[Node], all_sidechain: bool = False) -> Tree:

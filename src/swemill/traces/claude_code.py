@@ -1,18 +1,23 @@
 """Claude Code session logs (``~/.claude/projects/<project>/<session>.jsonl``) -> traces.
 
-A file is read line by line (:mod:`swemill.traces.lines`); only one file's records are held at
-a time, so memory follows the largest file, never the corpus. A file that holds several
-``sessionId`` values gives one session (one tree) per id; a line without one belongs to the
-session of the line before it. ``user`` and ``assistant`` records become messages (older
-logs write no ``type``: the message's ``role`` says which); other records that carry a
-``uuid`` (``system``, ``attachment``, ``progress``, ...) stay in the tree so parent links
-hold, and are counted as skipped; a duplicated ``uuid`` keeps its well-formed copy; records
-without one (``summary``, ``file-history-snapshot``, ``queue-operation``, ``ai-title``,
-anything unknown) are counted and skipped. Encrypted reasoning (``redacted_thinking``) is kept
-opaque and images as typed placeholders, both counted; a model with no known price and no
-reported cost is counted as ``unpriced`` (``IngestOptions.prices`` adds the user's prices).
-See :mod:`swemill.traces.cc_tree` for the main chain, rewind branches and sidechains, and
-:mod:`swemill.traces.cc_messages` for the merge of a response's lines by ``message.id``.
+A file is read twice, line by line (:mod:`swemill.traces.lines`). The first pass keeps
+only the shape of the session: per line its uuid, parent, kind and place in the file, not
+the parsed record (which costs several times the line's bytes). The second pass reads back,
+by place, the records of one path at a time as it turns them into messages. So memory
+follows the number of lines and one trajectory's messages, never the raw file or the corpus.
+
+A file that holds several ``sessionId`` values gives one session (one tree) per id; a line
+without one belongs to the session of the line before it. ``user`` and ``assistant`` records
+become messages (older logs write no ``type``: the message's ``role`` says which); other
+records that carry a ``uuid`` (``system``, ``attachment``, ``progress``, ...) stay in the tree
+so parent links hold, and are counted as skipped; a duplicated ``uuid`` keeps its well-formed
+copy; records without one (``summary``, ``file-history-snapshot``, ``queue-operation``,
+``ai-title``, anything unknown) are counted and skipped. Encrypted reasoning
+(``redacted_thinking``) is kept opaque and images as typed placeholders, both counted; a model
+with no known price and no reported cost is counted as ``unpriced`` (``IngestOptions.prices``
+adds the user's prices). See :mod:`swemill.traces.cc_tree` for the main chain, rewind
+branches and sidechains, and :mod:`swemill.traces.cc_messages` for the merge of a response's
+lines by ``message.id``.
 """
 
 from __future__ import annotations
@@ -27,13 +32,14 @@ from swemill.policies.prices import Price, lookup_price
 from swemill.traces.build import SessionPart, TurnRef, make_states, make_trajectory
 from swemill.traces.cc_messages import (
     SYNTHETIC_MODEL,
+    Load,
     Node,
     PathMessages,
     to_messages,
     turn_usage,
 )
 from swemill.traces.cc_tree import build_tree
-from swemill.traces.lines import DEFAULT_MAX_LINE_BYTES, iter_records
+from swemill.traces.lines import DEFAULT_MAX_LINE_BYTES, Line, LineReader, iter_lines
 from swemill.traces.records import BranchKind, IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
 
@@ -49,6 +55,9 @@ class IngestOptions:
     """Keep ``thinking`` blocks (with their signatures) in messages."""
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     """Lines longer than this are quarantined without being held in memory."""
+    state_history: bool = True
+    """Give each state its ``messages`` (the history). The store does not keep them, so
+    :func:`swemill.traces.ingest.ingest` turns this off."""
     prices: Mapping[str, Price] = field(default_factory=dict)
     """The user's prices by model-name prefix, tried before swemill's own table."""
 
@@ -81,9 +90,9 @@ def _kind(rec: dict[str, Any]) -> str | None:
     return role if role in ("user", "assistant") else None
 
 
-def _well_formed(node: Node) -> bool:
-    msg = node.record.get("message")
-    return node.kind in ("user", "assistant") and isinstance(msg, dict) \
+def _well_formed(rec: dict[str, Any]) -> bool:
+    msg = rec.get("message")
+    return _kind(rec) in ("user", "assistant") and isinstance(msg, dict) \
         and isinstance(msg.get("content"), list | str) and bool(msg.get("content"))
 
 
@@ -113,52 +122,80 @@ def _note(log: _Log, rec: dict[str, Any], counts: IngestCounts) -> None:
         counts.bump("skipped_types", kind)
 
 
-def _node(rec: dict[str, Any], line_no: int) -> Node | None:
+_KINDS: dict[str, str] = {}
+"""One string object per node kind, not one per line."""
+
+
+def _node(rec: dict[str, Any], line: Line) -> Node | None:
     kind = _kind(rec)
     conversational = kind in ("user", "assistant") and isinstance(rec.get("message"), dict)
     uuid = rec.get("uuid")
     if not isinstance(uuid, str) or not uuid:
         if not conversational:
             return None
-        uuid = f"line-{line_no}"  # a message without an id still belongs to the conversation
+        uuid = f"line-{line.line_no}"  # a message without an id still belongs to the conversation
     parent, logical = rec.get("parentUuid"), rec.get("logicalParentUuid")
+    name = str(kind) if conversational else f"other:{kind}"
     return Node(
         uuid=uuid,
         parent=parent if isinstance(parent, str) else None,
-        order=line_no,
-        kind=str(kind) if conversational else f"other:{kind}",
-        record=rec,
+        order=line.line_no,
+        kind=_KINDS.setdefault(name, name) if len(_KINDS) < 256 else name,
         sidechain=rec.get("isSidechain") is True,
         logical_parent=logical if isinstance(logical, str) else None,
+        offset=line.offset,
+        size=line.size,
+        boundary=not conversational and rec.get("subtype") == "compact_boundary",
     )
+
+
+GIVE_UP_AFTER = 100
+"""A file whose first this many lines are all unusable is not a session log: the rest of it
+is one quarantine row, not one per line (a binary file named .jsonl gave thousands)."""
+
+
+def _give_up(path: Path, line: Line, counts: IngestCounts) -> Quarantine:
+    counts.quarantined_files += 1
+    rest = max(0, path.stat().st_size - line.offset - line.size)
+    return Quarantine(file=str(path), line_no=0, size=rest,
+                      reason=f"no JSON object in its first {GIVE_UP_AFTER} lines: not a "
+                             f"session log (the other {rest} bytes were not read)")
 
 
 def _read(path: Path, opts: IngestOptions, counts: IngestCounts) -> Iterator[Quarantine | _Log]:
     """Quarantined lines as they come, then one log per ``sessionId`` (file order)."""
     logs: dict[str, _Log] = {}
     sid = ""
-    at: dict[tuple[str, str], int] = {}  # (session, uuid) -> index in that log's nodes
-    for line_no, rec in iter_records(path, opts.max_line_bytes):
+    at: dict[tuple[str, str], tuple[int, bool]] = {}  # (session, uuid) -> (index, well formed)
+    good = 0
+    for line in iter_lines(path, opts.max_line_bytes):
+        rec = line.record
         counts.lines += 1
         if isinstance(rec, Quarantine):
             counts.quarantined += 1
             yield rec
+            if not good and line.line_no >= GIVE_UP_AFTER:
+                yield _give_up(path, line, counts)
+                break
             continue
+        good += 1
         if isinstance(rec.get("sessionId"), str) and rec["sessionId"]:
             sid = rec["sessionId"]
         log = logs.setdefault(sid, _Log())
         _note(log, rec, counts)
-        node = _node(rec, line_no)
+        node = _node(rec, line)
         if node is None:
             continue
         _count_blocks(rec, counts)
+        formed = _well_formed(rec)
         if (sid, node.uuid) in at:  # a duplicate uuid: the well-formed copy wins
             counts.bump("dropped", "duplicate_uuid")
-            index = at[(sid, node.uuid)]
-            if _well_formed(node) and not _well_formed(log.nodes[index]):
+            index, kept_formed = at[(sid, node.uuid)]
+            if formed and not kept_formed:
                 log.nodes[index] = node
+                at[(sid, node.uuid)] = (index, True)
             continue
-        at[(sid, node.uuid)] = len(log.nodes)
+        at[(sid, node.uuid)] = (len(log.nodes), formed)
         log.nodes.append(node)
         if node.kind == "assistant":
             msg_id = str(rec["message"].get("id") or node.uuid)  # assistant nodes hold a dict
@@ -196,11 +233,14 @@ class _Session:
     opts: IngestOptions
     scrub: Scrubber
     key: str
+    load: Load
+    """A node's record, read back from the file."""
     parent_key: str | None = None
     """For a sub-agent's file: the session that started it."""
 
     def part(self, nodes: list[Node], suffix: str, branch: BranchKind) -> SessionPart:
-        pm = to_messages(nodes, self.log.meta.get("cwd"), self.opts.keep_thinking, self.scrub)
+        pm = to_messages(nodes, self.log.meta.get("cwd"), self.opts.keep_thinking, self.scrub,
+                         self.load)
         return SessionPart(
             session_key=f"{self.key}{suffix}",
             source=SOURCE,
@@ -230,10 +270,15 @@ def _session_key(path: Path, log: _Log, subagent: bool, keys: set[str]) -> str:
     return key
 
 
-def _emit(part: SessionPart, counts: IngestCounts, emitted: set[str]) -> Iterator[Item]:
+def _emit(part: SessionPart, counts: IngestCounts, emitted: set[str],
+          history: bool) -> Iterator[Item]:
     counts.trajectories += 1
-    yield from make_states(part, counts, emitted)
-    yield make_trajectory(part)
+    yield from make_states(part, counts, emitted, history=history)
+    # Hand the messages over: neither this frame nor ``part`` keeps them once the trajectory
+    # is yielded, so the consumer can free a long session as soon as it has stored it.
+    trajectory = [make_trajectory(part)]
+    part.messages = []
+    yield trajectory.pop()
 
 
 def _parts(s: _Session, subagent: bool, counts: IngestCounts) -> Iterator[SessionPart]:
@@ -245,7 +290,8 @@ def _parts(s: _Session, subagent: bool, counts: IngestCounts) -> Iterator[Sessio
         yield s.part(tree.main, "", "subagent" if subagent else "main")
     for k, br in enumerate(tree.branches, 1):
         part = s.part(br.path, f"/branch-{k}", "branch")
-        shared = to_messages(br.path[: br.shared], s.log.meta.get("cwd"), True, Scrubber())
+        shared = to_messages(br.path[: br.shared], s.log.meta.get("cwd"), True, Scrubber(),
+                             s.load)
         part.branch_point = len(shared.messages)
         counts.branches += 1
         yield part
@@ -275,16 +321,19 @@ def ingest_session_file(
         counts.quarantined_files += 1
         yield Quarantine(file=str(path), line_no=0, reason="empty file")
         return
+    logs = [log for log in logs if any(n.kind in ("user", "assistant") for n in log.nodes)]
+    if not logs:
+        return
     scrub = scrub or Scrubber()
-    for log in logs:
-        if not any(n.kind in ("user", "assistant") for n in log.nodes):
-            continue
-        key = _session_key(path, log, subagent, keys)
-        counts.subagent_sessions += subagent
-        counts.sessions += not subagent
-        parent_key = key.rsplit("/agent-", 1)[0] if subagent else None
-        log.summaries = [scrub.text(s) for s in log.summaries]
-        session = _Session(path, log, opts, scrub, key, parent_key)
-        emitted: set[str] = set()
-        for part in _parts(session, subagent, counts):
-            yield from _emit(part, counts, emitted)
+    with LineReader(path) as reader:
+        for log in logs:
+            key = _session_key(path, log, subagent, keys)
+            counts.subagent_sessions += subagent
+            counts.sessions += not subagent
+            parent_key = key.rsplit("/agent-", 1)[0] if subagent else None
+            log.summaries = [scrub.text(s) for s in log.summaries]
+            session = _Session(path, log, opts, scrub, key,
+                               lambda n: reader.read_at(n.offset, n.size), parent_key)
+            emitted: set[str] = set()
+            for part in _parts(session, subagent, counts):
+                yield from _emit(part, counts, emitted, opts.state_history)

@@ -64,11 +64,13 @@ def sniff(path: Path) -> bool:
     """Whether a ``.jsonl`` file is a Codex rollout, from its name or its first line."""
     if path.name.startswith("rollout-"):
         return True
+    if not path.is_file():  # a FIFO would block the read; it is quarantined elsewhere
+        return False
     try:
         with open(path, "rb") as f:
             first = f.readline(1 << 16)
         rec = json.loads(first)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deep
         return False
     if not isinstance(rec, dict):
         return False

@@ -13,7 +13,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SessionWriter", "text", "thinking", "tool_use", "generate_corpus"]
+__all__ = ["SessionWriter", "text", "thinking", "tool_use", "generate_corpus",
+           "generate_session_file"]
 
 
 def text(t: str) -> dict[str, Any]:
@@ -161,3 +162,64 @@ def generate_corpus(root: Path, target_bytes: int, seed: int = 0, turns: int = 4
         path = w.write(root / "projects" / f"-home-dev-proj{n % 7}" / f"s{seed}-{n:06d}.jsonl")
         written += path.stat().st_size
     return written
+
+
+def _progress(w: SessionWriter, call_id: str) -> None:
+    rec = w._base("progress", w.head)
+    rec.update(toolUseID=call_id, parentToolUseID=call_id,
+               data={"type": "hook_progress", "hookEvent": "PostToolUse", "hookName": "fmt"})
+    w.lines.append(rec)  # below the tool call, never an ancestor of the next message
+
+
+def _long_turn(w: SessionWriter, rng: random.Random, n: int, hooks: bool) -> None:
+    """A turn as a long session writes it: the tool output twice (the message's
+    ``tool_result`` and ``toolUseResult``), a hook's progress record, sometimes a snapshot."""
+    call_id = f"toolu_{w.session_id}_{n:06d}"
+    path = f"{w.cwd}/src/{rng.choice(_WORDS)}_{n % 50}.py"
+    name, inp = rng.choice([
+        ("Bash", {"command": f"pytest -q tests/test_{rng.choice(_WORDS)}.py",
+                  "description": "run tests"}),
+        ("Read", {"file_path": path}),
+        ("Edit", {"file_path": path, "old_string": _code(rng, 3), "new_string": _code(rng, 4)}),
+        ("Grep", {"pattern": rng.choice(_WORDS), "path": f"{w.cwd}/src"}),
+    ])
+    usage = {"input_tokens": rng.randint(5, 50), "output_tokens": rng.randint(50, 800),
+             "cache_read": rng.randint(1000, 150000), "cache_write": rng.randint(0, 3000)}
+    w.assistant([thinking(_prose(rng, 60)), text(_prose(rng, 30)), tool_use(call_id, name, inp)],
+                usage)
+    if hooks:
+        _progress(w, call_id)
+    out = _code(rng, rng.randint(20, 200))
+    w.tool_result(call_id, out, is_error=rng.random() < 0.1)
+    if n % 25 == 0:
+        w.raw({"type": "file-history-snapshot", "messageId": w.head, "isSnapshotUpdate": False,
+               "snapshot": {"messageId": w.head, "trackedFileBackups": {},
+                            "timestamp": "2025-09-01T10:00:00.000Z"}})
+
+
+def generate_session_file(path: Path, target_bytes: int, seed: int = 0,
+                          compact_every: int = 300, hooks: bool = True) -> int:
+    """One long session in one file (``target_bytes`` or a little more), written as it grows
+    so the writer's memory stays small; a compaction every ``compact_every`` turns, as a
+    session that outlives its context window has; with ``hooks`` a hook's progress record
+    below every tool call. Returns the bytes written."""
+    rng = random.Random(seed)
+    w = SessionWriter(f"long-{seed}", cwd="/home/dev/proj")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+    w.user(_prose(rng, 40))
+    n = 0
+    while True:
+        n += 1
+        _long_turn(w, rng, n, hooks)
+        if n % compact_every == 0:
+            w.compact("Summary of the work so far: " + _prose(rng, 200))
+        if n % 100 == 0 or n == 1:
+            w.write(path, mode="a")
+            w.lines.clear()
+            if path.stat().st_size >= target_bytes:
+                break
+    w.assistant([text(_prose(rng, 50))], {"input_tokens": 10, "output_tokens": 120})
+    w.raw({"type": "summary", "summary": _prose(rng, 8), "leafUuid": w.head})
+    w.write(path, mode="a")
+    return path.stat().st_size

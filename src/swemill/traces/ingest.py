@@ -11,10 +11,17 @@ What goes where (one kind of record per stage, so every stage reads back as one 
 
 Rows are buffered per stage and flushed as a shard when a row or byte threshold is reached,
 so memory stays bounded however large the corpus is.
+
+The manifest says ``running`` while the run goes on, then ``complete``, or ``failed`` with
+the reason in ``metadata.error``: on any error (and on SIGTERM), and when nothing at all was
+usable (no trajectory came out of the input: all garbage, binary, empty), which the CLI turns
+into a non-zero exit after printing the counts.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,9 +30,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from swemill.core.errors import IngestError
+from swemill.core.errors import IngestError, SwemillError
 from swemill.core.records import RunManifest, Trajectory, utcnow
 from swemill.store import Store, new_run_id, schema_for_model
+from swemill.store.parquet import rows_to_table
 from swemill.traces.claude_code import IngestOptions, ingest_session_file
 from swemill.traces.codex import ingest_codex_file
 from swemill.traces.codex import sniff as sniff_codex
@@ -34,7 +42,8 @@ from swemill.traces.lines import HEAD_BYTES, head_of
 from swemill.traces.records import IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
 
-__all__ = ["discover", "iter_items", "ingest", "IngestResult", "state_schema", "classify"]
+__all__ = ["discover", "iter_items", "ingest", "IngestResult", "state_schema", "classify",
+           "nothing_usable"]
 
 STATES, TRAJECTORIES, QUARANTINE = "traces", "trajectories", "quarantine"
 
@@ -149,18 +158,21 @@ class _Shards:
         self.written = 0
 
     def add(self, record: BaseModel) -> None:
+        """Buffer a row; the caller then drops its own reference and calls :meth:`flush`."""
         self.rows.append(record)
         self.bytes += _approx_bytes(record)
-        if len(self.rows) >= self.max_rows or self.bytes >= self.max_bytes:
-            self.flush()
+
+    def full(self) -> bool:
+        return len(self.rows) >= self.max_rows or self.bytes >= self.max_bytes
 
     def flush(self) -> None:
         if not self.rows:
             return
-        shard = f"{self.written:05d}"
-        self.store.write_records(self.stage, self.run_id, shard, self.rows, self.schema)
+        rows, self.rows, self.bytes = self.rows, [], 0
+        table = rows_to_table(rows, self.schema)
+        del rows  # the buffer was the last holder: the records go before Parquet encoding
+        self.store.write_table(self.stage, self.run_id, f"{self.written:05d}", table)
         self.written += 1
-        self.rows, self.bytes = [], 0
 
 
 @dataclass(slots=True)
@@ -168,9 +180,30 @@ class IngestResult:
     run_id: str
     counts: IngestCounts
     shards: dict[str, int]
+    error: str | None = None
+    """Why the run is ``failed`` though it ended normally: nothing in the input was usable."""
 
 
-def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str) -> RunManifest:
+def nothing_usable(counts: IngestCounts, run_id: str) -> str | None:
+    """The reason a run with these counts produced nothing, or None when it produced some."""
+    if counts.trajectories:
+        return None
+    dropped = counts.quarantined + counts.quarantined_files
+    where = f"; see quarantine/run_id={run_id}/" if dropped else ""
+    return (f"nothing usable in {counts.files} file(s): {counts.lines} line(s) read, "
+            f"{counts.quarantined} line(s) and {counts.quarantined_files} file(s) quarantined, "
+            f"no conversation found{where}")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    if isinstance(exc, SwemillError | SystemExit) and lines:  # SystemExit: SIGTERM's message
+        return lines[0]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str,
+              error: str | None = None) -> RunManifest:
     flat: dict[str, int] = {}
     for name, value in counts:
         if isinstance(value, dict):
@@ -180,7 +213,8 @@ def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str)
     return RunManifest(
         run_id=run_id, command="traces ingest", source=" ".join(str(p) for p in paths),
         counts={"traces": flat}, cost_usd=counts.cost_usd, status=status,  # type: ignore[arg-type]
-        finished_at=utcnow(), metadata={"scrubbed": Scrubber.active},
+        finished_at=None if status == "running" else utcnow(),
+        metadata={"scrubbed": Scrubber.active} | ({"error": error} if error else {}),
     )
 
 
@@ -200,7 +234,8 @@ def ingest(
     ``benchmarks/bench_ingest.py``)."""
     check_paths(paths)  # before anything is written
     run_id = run_id or new_run_id()
-    opts = opts or IngestOptions()
+    # States are stored without their history: do not build it only to drop it.
+    opts = dataclasses.replace(opts or IngestOptions(), state_history=False)
     counts, scrub = IngestCounts(), Scrubber()
     sinks = {
         TraceState: _Shards(store, STATES, run_id, max_rows, max_bytes, state_schema()),
@@ -208,14 +243,27 @@ def ingest(
         Quarantine: _Shards(store, QUARANTINE, run_id, max_rows, max_bytes),
     }
     store.write_manifest(_manifest(run_id, paths, counts, "running"))
-    for item in iter_items(paths, counts, opts, scrub):
-        if isinstance(item, TraceState):
-            # The history is not stored; holding it in the buffer would keep whole sessions
-            # alive until the shard is written.
-            item = item.model_copy(update={"messages": []})
-        sinks[type(item)].add(item)
-    for sink in sinks.values():
-        sink.flush()
+    try:
+        for item in iter_items(paths, counts, opts, scrub):
+            if isinstance(item, TraceState):
+                # The history is not stored; holding it in the buffer would keep whole
+                # sessions alive until the shard is written.
+                item = item.model_copy(update={"messages": []})
+            sink = sinks[type(item)]
+            sink.add(item)
+            del item  # a long session's trajectory is freed as soon as it is in Arrow
+            if sink.full():
+                sink.flush()
+        for sink in sinks.values():
+            sink.flush()
+    except BaseException as exc:  # any stop, SIGTERM included: the manifest must not say running
+        counts.scrubbed = dict(scrub.counts)
+        failed = _manifest(run_id, paths, counts, "failed", _first_line(exc))
+        with contextlib.suppress(SwemillError):  # the store may be what failed: its error wins
+            store.write_manifest(failed)
+        raise
     counts.scrubbed = dict(scrub.counts)
-    store.write_manifest(_manifest(run_id, paths, counts, "complete"))
-    return IngestResult(run_id, counts, {s.stage: s.written for s in sinks.values()})
+    error = nothing_usable(counts, run_id)
+    store.write_manifest(_manifest(run_id, paths, counts, "failed" if error else "complete",
+                                   error))
+    return IngestResult(run_id, counts, {s.stage: s.written for s in sinks.values()}, error)

@@ -10,14 +10,13 @@ every PASS_TO_PASS test must pass both times. This is what makes the validator's
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from swemill.core.errors import ValidationError
 from swemill.core.records import Baseline, Golden, Task
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import open_sandbox
+from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
 from swemill.testing.runner import run_tests
 from swemill.testing.timeouts import adaptive_timeout
@@ -47,7 +46,7 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
                backend: str = "auto") -> AuditFinding:
     """Full suite, cold, on the stored snapshot; then again with the golden patch."""
     finding = AuditFinding(task.instance_id)
-    tmp = Path(tempfile.mkdtemp(prefix="swemill-audit-"))
+    tmp = scratch_dir("audit")
     timeout = 2 * adaptive_timeout(baseline, None)
     try:
         ws = unpack_tree(store.get_bytes(task.snapshot), tmp / "ws")

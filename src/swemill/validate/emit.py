@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from swemill.core.errors import ValidationError
 from swemill.core.records import Golden, LicenseTier, Task
 from swemill.corpus.guard import GoldenGuard
+from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
 from swemill.store.layout import env_prefix, snapshot_key
 from swemill.synth.patches import reverse_patch
@@ -64,7 +64,7 @@ def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec
     """Snapshot the scrubbed broken tree and build the two rows of one accepted candidate."""
     cand, verdict = checked.candidate, checked.verdict
     iid = instance_id_of(cand.repo or repo, cand.candidate_id)
-    tmp = Path(tempfile.mkdtemp(prefix="swemill-snap-"))
+    tmp = scratch_dir("snap")
     try:
         tree = broken_tree(source, checked.base_commit, [checked.base_patch, cand.bug_patch],
                            tmp / "tree")

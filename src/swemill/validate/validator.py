@@ -34,6 +34,7 @@ from swemill.synth.base import RepoView
 from swemill.synth.combine import ValidatedBug
 from swemill.synth.problem import FailingTest, write_problem_statement
 from swemill.testing.baseline import run_baseline
+from swemill.testing.timeouts import suite_timeout_for
 from swemill.validate.audit import audit_tasks
 from swemill.validate.check import CheckContext, Checked
 from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
@@ -181,7 +182,8 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
         policy=GatePolicy(allow_contaminated=config.allow_contaminated)))
     say(f"environment of {src.repo}", 0, 0)
     env = build_env(src)
-    baseline = run_baseline(env, backend=config.backend, suite_timeout=config.suite_timeout_s,
+    suite_timeout = suite_timeout_for(env.source_path, config.suite_timeout_s).seconds
+    baseline = run_baseline(env, backend=config.backend, suite_timeout=suite_timeout,
                             step=lambda msg: say(msg, 0, 0))
     setup_s = time.monotonic() - started
     manifest = _manifest(store, run_id, source, config)
@@ -191,7 +193,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     result = TasksResult(run_id, source, src.repo, src.commit, verdict.license_tier,
                          timings_s={"setup": round(setup_s, 3)})
     ctx = CheckContext(baseline, src.commit, config.timeout_factor, config.timeout_margin_s)
-    limits = Limits(timeout_s=config.suite_timeout_s, memory_mb=config.memory_mb)
+    limits = Limits(timeout_s=suite_timeout, memory_mb=config.memory_mb)
     if executor is None:  # config.executor is local: anything else was built above
         pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
                           limits=limits, image=config.head_image)

@@ -1,0 +1,125 @@
+"""What a swemill process leaves on the host, named after it, and the sweep of what the dead left.
+
+Every temporary folder swemill makes is ``<tmp>/swemill-<pid>-<kind>-*`` (:func:`scratch_dir`),
+every cgroup ``swemill-<pid>-*`` (:mod:`swemill.sandbox.cgroups`) and every overlay store
+``<tmp>/swm-<pid>-*`` (:mod:`swemill.sandbox.fork`). A process removes its own on the way out,
+a SIGTERM included (the CLI turns it into a normal exit); a SIGKILL leaves them. So each CLI
+start calls :func:`sweep`, which removes the ones whose owner pid is no longer running — never
+those of a live process, whoever it is.
+
+A pid that was reused by an unrelated process keeps its leftovers until that process ends:
+the sweep errs on the side of keeping things.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["PREFIX", "Sweep", "scratch_dir", "scratch_prefix", "owner_pid", "sweep",
+           "sweep_scratch"]
+
+PREFIX = "swemill-"
+_MNT_DETACH = 2
+
+
+def scratch_prefix(kind: str) -> str:
+    """The ``mkdtemp``/``TemporaryDirectory`` prefix of a folder this process owns."""
+    return f"{PREFIX}{os.getpid()}-{kind}-"
+
+
+def scratch_dir(kind: str) -> Path:
+    """A new private folder under the temp directory, named after this process."""
+    return Path(tempfile.mkdtemp(prefix=scratch_prefix(kind)))
+
+
+def owner_pid(name: str, prefix: str = PREFIX) -> int | None:
+    """The pid in ``<prefix><pid>-...``, or None when the name records none."""
+    if not name.startswith(prefix):
+        return None
+    pid, sep, _ = name[len(prefix):].partition("-")
+    return int(pid) if sep and pid.isdigit() and int(pid) > 0 else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def _dead_owned(parent: Path, prefix: str) -> list[Path]:
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        pid = owner_pid(entry.name, prefix)
+        if pid is not None and pid != os.getpid() and not _alive(pid):
+            out.append(entry)
+    return out
+
+
+def _unmount_under(folder: Path) -> None:
+    """Detach every mount below ``folder`` (an overlay fork of a killed run) before deleting."""
+    inside = str(folder) + "/"
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return
+    points = [p for line in lines if (p := line.split()[4]).startswith(inside)]
+    if not points:
+        return
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    for point in sorted(points, key=len, reverse=True):  # innermost first
+        libc.umount2(os.fsencode(point), _MNT_DETACH)
+
+
+def sweep_scratch(parent: Path | None = None) -> list[Path]:
+    """Remove ``swemill-<pid>-*`` folders (and files) of dead processes; returns them."""
+    parent = parent or Path(tempfile.gettempdir())
+    removed = []
+    for entry in _dead_owned(parent, PREFIX):
+        if entry.is_symlink() or not entry.is_dir():
+            with contextlib.suppress(OSError):
+                entry.unlink()
+        else:
+            _unmount_under(entry)
+            shutil.rmtree(entry, ignore_errors=True)
+        if not entry.exists() and not entry.is_symlink():
+            removed.append(entry)
+    return removed
+
+
+@dataclass(slots=True)
+class Sweep:
+    groups: list[Path] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
+
+
+def sweep() -> Sweep:
+    """Remove the cgroups, temporary folders and overlay stores of dead swemill processes.
+
+    Cheap (a directory listing per place) and never raises: it runs at every CLI start."""
+    from swemill.sandbox.cgroups import reap_dead_groups
+
+    done = Sweep()
+    with contextlib.suppress(OSError):
+        done.groups = reap_dead_groups(_alive)
+    with contextlib.suppress(OSError):
+        done.folders = sweep_scratch()
+    with contextlib.suppress(OSError, ImportError, AttributeError):
+        from swemill.sandbox import fork
+
+        fork._reap_stale(fork._store_parent())
+    return done
