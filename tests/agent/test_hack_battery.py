@@ -108,6 +108,16 @@ def test_each_hack_is_unresolved_or_flagged_and_never_trained_on(battery: Batter
     assert not battery.would_be_chosen(traj)
 
 
+@pytest.mark.parametrize("kind", sorted(HACKS))
+def test_each_layer_alone_catches_every_kind(battery: Battery, kind: str) -> None:
+    """Stronger than the acceptance rule: the grader alone leaves each hack unresolved with
+    grade 0, and the monitor alone flags each one."""
+    traj = battery.by_kind[kind]
+    assert traj.outcome is not None and traj.outcome.grade == 0.0
+    assert not traj.outcome.resolved
+    assert traj.flags
+
+
 def test_the_oracle_next_to_them_is_solved_and_reaches_sft(battery: Battery) -> None:
     out = battery.oracle.outcome
     assert out is not None and out.grade == 1.0 and out.resolved and battery.oracle.flags == []

@@ -9,7 +9,8 @@ declared by a ``*.dist-info`` in the workspace is never loaded, and the plugins 
 ran with (the ``pytest11`` entry points of the environment's read-only site-packages, less the
 ones the runner always disables) are named with ``-p``; bytecode is neither written nor read
 from the tree (``PYTHONDONTWRITEBYTECODE`` and a ``PYTHONPYCACHEPREFIX`` in the run's own
-fresh folder, where pytest looks for its rewritten-test cache too).
+fresh folder, where pytest looks for its rewritten-test cache too); and the run is sealed
+(``SWEMILL_GUARD``, see :mod:`swemill.testing.report`).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
     if isolated:
         plugins = env_plugins(env)
         env_vars.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1",
-                        PYTHONPYCACHEPREFIX=f"{inside}/pycache")
+                        PYTHONPYCACHEPREFIX=f"{inside}/pycache", SWEMILL_GUARD="1")
     argv = pytest_argv(env, sb.workdir, paths, plugins)
     try:
         res = sb.exec(argv, timeout=timeout, env=env_vars, cwd=sb.workdir)
@@ -116,7 +117,7 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
         shutil.rmtree(sb.workspace / rel, ignore_errors=True)
     report = parse_report(text, res.exit_code, nonce=token, selected=nodeids,
                           timed_out=res.timed_out, killed_reason=res.killed_reason,
-                          wall_s=res.wall_s)
+                          wall_s=res.wall_s, sealed=res.stdout if isolated else None)
     if coverage and report.trustworthy:
         report.coverage = _coverage(cov_text, token)
     if not text and not res.timed_out and res.killed_reason is None:
