@@ -1,9 +1,9 @@
 """The corpus stage as one function: trajectories and pairs in, split row lists out.
 
 Order per item: admission (a flagged trajectory is never an SFT row, a pair whose ``chosen``
-side was flagged is never a DPO row) -> tools outside the algebra -> secrets scrub -> row -> golden guard
-(nothing golden in what the policy was shown) -> quality filters -> exact and near dedup
-(against earlier runs too, when given a loaded :class:`NearDupIndex`). Every drop is a
+side was flagged is never a DPO row) -> tools outside the algebra -> secrets scrub -> row ->
+golden guard (nothing golden in what the policy was shown) -> quality filters -> exact and near
+dedup (against earlier runs too, when given a loaded :class:`NearDupIndex`). Every drop is a
 :class:`Drop` with a reason and is counted as ``dropped_<reason>``; then the held-out split.
 Nothing here touches the store: :func:`swemill.corpus.write.write_corpus` does.
 """
