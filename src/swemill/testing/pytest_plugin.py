@@ -10,7 +10,8 @@ Settings come from the environment:
 - ``SWEMILL_SELECT``: file of node ids, one per line; every other collected item is deselected.
 - ``SWEMILL_COVERAGE``: file to write per-test covered lines to (coverage.py dynamic contexts).
 - ``SWEMILL_GUARD``: set for grading runs. The plugin, loaded before any code of the
-  repository, notes pytest's report and run machinery (and the built-in exception classes) and
+  repository, turns off pytest's reading of cached rewritten test modules, notes pytest's report
+  and run machinery (and the built-in exception classes) and
   at the end reports each one that was replaced (a ``tamper`` line); after closing the report it
   writes the report's SHA-256 to the stdout it found at start-up, which code running later
   (an ``atexit`` hook) cannot take back, so a report rewritten after pytest finished is seen.
@@ -33,12 +34,22 @@ _MSG_MAX = 600
 SEAL = "swemill-report-sha256"
 
 
+def _no_cached_rewrite():
+    """Grading runs rewrite every test module from its source: a cached rewrite (a pyc in
+    ``__pycache__``) is never read, whoever wrote it and when."""
+    from _pytest.assertion import rewrite
+
+    if hasattr(rewrite, "_read_pyc"):
+        rewrite._read_pyc = lambda *args, **kwargs: None
+
+
 def _guarded():
     """name -> object for what decides a test's outcome and how it is reported."""
     from _pytest import outcomes, python, reports, runner, skipping
+    from _pytest.assertion import rewrite
 
     out = {}
-    for mod in (reports, runner, skipping, outcomes):
+    for mod in (reports, runner, skipping, outcomes, rewrite):
         out.update((mod.__name__ + "." + k, v) for k, v in vars(mod).items() if callable(v))
     # Attributes added to the report classes count too; pytest adds some to Function itself.
     for cls in (reports.BaseReport, reports.TestReport, runner.CallInfo, python.Function):
@@ -51,6 +62,8 @@ def _guarded():
 
 
 # Taken at import: ``-p`` plugins load before conftest files and the project are imported.
+if _GUARD:
+    _no_cached_rewrite()
 _BEFORE = _guarded() if _GUARD else {}
 _STDOUT = os.dup(1) if _GUARD else None
 
