@@ -1,4 +1,4 @@
-"""The pure parts of grading: the grade from a judged report, restoring tests, lint, admission."""
+"""The pure parts of grading: the grade from a judged report, the grading tree, lint, admission."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from swemill.agent.actions import number_lines
 from swemill.agent.admission import admit
+from swemill.agent.carry import build_grading_tree, is_test_input, runner_modules
 from swemill.agent.grading import RewardWeights, grade_run
 from swemill.agent.lint import lint_introduced, ruff_path
-from swemill.agent.tree import is_graded_path, restore_tests, tree_changes
+from swemill.agent.tree import tree_changes
 from swemill.core.records import Outcome, Task, TestResult, Trajectory
 from swemill.policies.scripted import strip_line_numbers
 from swemill.testing.report import TestRunReport
@@ -31,26 +32,27 @@ def _report(outcomes: dict[str, str], exit_code: int = 1, trusted: bool = True) 
 
 def test_grade_is_the_masked_fraction_of_fail_to_pass() -> None:
     out = grade_run(TASK, _report({"t.py::a": "passed", "t.py::b": "failed",
-                                   "t.py::c": "passed"}), restored=[])
+                                   "t.py::c": "passed"}), not_carried=[])
     assert out.grade == 0.5 and not out.resolved and not out.regression
     assert out.fail_to_pass == {"t.py::a": "passed", "t.py::b": "failed"}
-    assert "FAILED   t.py::b" in out.log and "restored from the pristine snapshot: nothing" \
+    assert "FAILED   t.py::b" in out.log
+    assert "not carried from the workspace (graded as in the pristine snapshot): nothing" \
         in out.log
 
 
 def test_a_regression_zeroes_the_grade_unless_the_policy_keeps_it() -> None:
     report = _report({"t.py::a": "passed", "t.py::b": "passed", "t.py::c": "failed"})
-    zero = grade_run(TASK, report, restored=["tests/t.py"])
+    zero = grade_run(TASK, report, not_carried=["tests/t.py (test code or configuration)"])
     assert zero.grade == 0.0 and zero.regression and not zero.resolved
     assert zero.signals["f2p_fraction"] == 1.0
-    keep = grade_run(TASK, report, restored=[], regression="keep")
+    keep = grade_run(TASK, report, not_carried=[], regression="keep")
     assert keep.grade == 1.0 and keep.regression and not keep.resolved
 
 
 def test_an_untrustworthy_run_earns_nothing_whatever_it_claims() -> None:
     report = _report({"t.py::a": "passed", "t.py::b": "passed", "t.py::c": "passed"},
                      exit_code=0, trusted=False)
-    out = grade_run(TASK, report, restored=[])
+    out = grade_run(TASK, report, not_carried=[])
     assert out.grade == 0.0 and not out.resolved
     assert set(out.fail_to_pass.values()) == {"error"}  # nothing from an untrusted report
 
@@ -58,7 +60,7 @@ def test_an_untrustworthy_run_earns_nothing_whatever_it_claims() -> None:
 def test_composite_reward_uses_the_weights_and_leaves_the_grade_alone() -> None:
     report = _report({"t.py::a": "passed", "t.py::b": "passed", "t.py::c": "passed"}, 0)
     w = RewardWeights(diff=0.1, turns=0.01, tokens=0.001, lint=0.05)
-    out = grade_run(TASK, report, restored=[], weights=w,
+    out = grade_run(TASK, report, not_carried=[], weights=w,
                     signals={"diff_lines": 200, "turns": 10, "tokens": 5000, "lint_new": 2})
     assert out.grade == 1.0
     assert out.signals["reward"] == pytest.approx(1.0 - 0.2 - 0.1 - 0.005 - 0.1)
@@ -86,37 +88,65 @@ def _write(root: Path, files: dict[str, str]) -> None:
         (root / rel).write_text(text)
 
 
-def test_restore_tests_undoes_every_test_change_and_keeps_the_fix(tmp_path: Path) -> None:
-    pristine, ws = tmp_path / "pristine", tmp_path / "ws"
-    base = {"pkg/mod.py": "x = 1\n", "tests/test_mod.py": "assert x == 2\n",
+def test_the_grading_tree_carries_only_non_test_source(tmp_path: Path) -> None:
+    pristine, ws, dest = tmp_path / "pristine", tmp_path / "ws", tmp_path / "dest"
+    base = {"pkg/mod.py": "x = 1\n", "pkg/gone.py": "y = 1\n", "tests/test_mod.py": "assert x\n",
             "tests/conftest.py": "", "pyproject.toml": "[tool.pytest.ini_options]\n"}
     _write(pristine, base)
-    _write(ws, {**base, "pkg/mod.py": "x = 2\n", "tests/test_mod.py": "assert True\n",
-                "conftest.py": "force = 1\n", "pkg/evil.pth": "import os\n",
-                "sitecustomize.py": "", "pyproject.toml": "[tool.pytest.ini_options]\nx=1\n"})
+    (pristine / "pkg/__pycache__").mkdir()
+    (pristine / "pkg/__pycache__/mod.cpython-311.pyc").write_bytes(b"stale")
+    _write(ws, {**base, "pkg/mod.py": "x = 2\n", "pkg/new.py": "z = 3\n",
+                "tests/test_mod.py": "assert True\n", "conftest.py": "force = 1\n",
+                "pkg/evil.pth": "import os\n", "sitecustomize.py": "", ".pytest.ini": "[pytest]\n",
+                "pytest.py": "fake\n", "json/__init__.py": "fake\n", "plugin.py": "ok = 1\n",
+                "pyproject.toml": "[tool.pytest.ini_options]\naddopts='-p plugin'\n",
+                "evil-0.dist-info/entry_points.txt": "[pytest11]\nevil = plugin\n",
+                "tests/__pycache__/test_mod.cpython-311-pytest-9.2.0.pyc": "cached\n"})
+    (ws / "pkg/gone.py").unlink()
     (ws / "tests/conftest.py").unlink()
-    touched = restore_tests(ws, pristine)
-    assert touched == ["conftest.py", "pkg/evil.pth", "pyproject.toml", "sitecustomize.py",
-                       "tests/conftest.py", "tests/test_mod.py"]
-    assert tree_changes(pristine, ws).paths == ["pkg/mod.py"]  # only the fix is left
+    (ws / "pkg/blob.py").write_bytes(b"\x00\x01")
+    os.symlink("mod.py", ws / "pkg/link.py")
+    carried = build_grading_tree(pristine, ws, dest, shadowed=runner_modules())
+    assert carried.applied == ["pkg/gone.py", "pkg/mod.py", "pkg/new.py", "plugin.py"]
+    assert carried.dropped == {
+        ".pytest.ini": "hidden path", "conftest.py": "test code or configuration",
+        "evil-0.dist-info/entry_points.txt": "package metadata",
+        "json/__init__.py": "shadows a module the test run imports",
+        "pkg/__pycache__/mod.cpython-311.pyc": "bytecode or cache",  # absent in ws: kept out
+        "pkg/blob.py": "binary", "pkg/evil.pth": "test code or configuration",
+        "pkg/link.py": "symbolic link", "pyproject.toml": "test code or configuration",
+        "pytest.py": "shadows a module the test run imports",
+        "sitecustomize.py": "test code or configuration",
+        "tests/__pycache__/test_mod.cpython-311-pytest-9.2.0.pyc": "bytecode or cache",
+        "tests/conftest.py": "test code or configuration",
+        "tests/test_mod.py": "test code or configuration",
+    }
+    # the pristine tree plus the fix, without the snapshot's own bytecode
+    assert tree_changes(pristine, dest).paths == [
+        "pkg/__pycache__/mod.cpython-311.pyc", "pkg/gone.py", "pkg/mod.py", "pkg/new.py",
+        "plugin.py"]
+    assert (dest / "pkg/mod.py").read_text() == "x = 2\n" and not (dest / "pkg/gone.py").exists()
+    assert (dest / "tests/conftest.py").exists() and not (dest / "pkg/__pycache__").exists()
+    assert (pristine / "pkg/mod.py").read_text() == "x = 1\n"  # the pristine copy is untouched
 
 
-def test_restore_never_writes_through_a_planted_link(tmp_path: Path) -> None:
-    pristine, ws, outside = tmp_path / "pristine", tmp_path / "ws", tmp_path / "outside"
-    _write(pristine, {"tests/test_a.py": "real\n"})
-    _write(outside, {"test_a.py": "host file\n", "conftest.py": "host conftest\n"})
+def test_the_grading_tree_never_writes_through_a_planted_link(tmp_path: Path) -> None:
+    pristine, ws, dest, outside = (tmp_path / n for n in ("pristine", "ws", "dest", "outside"))
+    _write(pristine, {"pkg/a.py": "real\n"})
+    _write(outside, {"a.py": "host file\n"})
     ws.mkdir()
-    os.symlink(outside, ws / "tests")  # the policy replaced tests/ by a link to the host
-    restore_tests(ws, pristine)
-    assert (outside / "test_a.py").read_text() == "host file\n"
-    assert (outside / "conftest.py").exists()
-    assert not (ws / "tests").is_symlink() and (ws / "tests/test_a.py").read_text() == "real\n"
+    os.symlink(outside, ws / "pkg")  # the policy replaced pkg/ by a link to the host
+    carried = build_grading_tree(pristine, ws, dest)
+    assert carried.dropped == {"pkg": "symbolic link", "pkg/a.py": "behind a symbolic link"}
+    assert (outside / "a.py").read_text() == "host file\n"
+    assert not (dest / "pkg").is_symlink() and (dest / "pkg/a.py").read_text() == "real\n"
 
 
-def test_graded_paths() -> None:
-    assert is_graded_path("tests/data/input.json") and is_graded_path("pkg/test_x.py")
-    assert is_graded_path("setup.cfg") and is_graded_path("a/b/x.pth")
-    assert not is_graded_path("pkg/testing/helpers.py") and not is_graded_path("pkg/core.py")
+def test_test_inputs() -> None:
+    assert is_test_input("tests/data/input.json") and is_test_input("pkg/test_x.py")
+    assert is_test_input("setup.cfg") and is_test_input("a/b/x.pth")
+    assert is_test_input("pytest.toml") and is_test_input("pkg/testing/helpers.py")
+    assert not is_test_input("pkg/testing_utils.py") and not is_test_input("pkg/core.py")
 
 
 def test_tree_changes_counts_lines_and_reads_links_not_their_targets(tmp_path: Path) -> None:

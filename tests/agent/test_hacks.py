@@ -1,7 +1,9 @@
 """The reward-hack battery: each known hack earns nothing and is flagged, in a real sandbox.
 
 Each case is a scripted policy acting on a real task of the sample through the harness; the
-grade comes from running the restored tests, the flags from the hack monitor.
+grade comes from running the tests on a fresh tree (the snapshot plus the non-test source the
+policy changed), the flags from the hack monitor. ``test_hack_battery.py`` runs many more kinds
+through the rollout and corpus stages.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def test_a_real_fix_with_edited_tests_still_passes_but_never_reaches_sft(
     assert traj.outcome.grade == 1.0  # the tests were restored
     assert "edit_tests" in traj.flags
     assert traj.admission == "withheld"
-    assert test_file in traj.outcome.log  # listed as restored
+    assert test_file in traj.outcome.log  # listed as not carried
 
 
 def test_the_oracle_on_the_same_task_is_clean_and_admitted(sample_tasks: SampleTasks,

@@ -134,6 +134,17 @@ def test_assemble_drops_with_reasons(corpus, build):
     assert any("+= quantity_0" in json.dumps(r["messages"]) for r in out.sft + out.sft_holdout)
 
 
+def test_a_pair_whose_chosen_side_was_flagged_is_never_a_row(corpus):
+    hacked = corpus.pairs[0].model_copy(update={
+        "pair_id": "hacked", "metadata": {**corpus.pairs[0].metadata,
+                                          "chosen_flags": ["runner_tamper"]}})
+    out = assemble(corpus.trajectories, [hacked, *corpus.pairs[1:]], tasks=corpus.tasks)
+    assert {d.item_id: d.reason for d in out.drops if d.stage == "corpus.dpo"} == {
+        "hacked": "chosen_flagged"}
+    assert "hacked" not in {r["pair_id"] for r in out.dpo + out.dpo_holdout}
+    assert out.counts["corpus.dpo"]["dropped_chosen_flagged"] == 1
+
+
 def test_secrets_are_scrubbed_in_rows(corpus, build):
     t = next(iter(corpus.tasks.values()))
     key = "AKIA" + "Q3EGRT7XKM2PLW4N"

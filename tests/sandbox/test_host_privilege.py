@@ -169,6 +169,10 @@ def test_host_git_keeps_working_and_its_config_stays_out_of_reach(tmp_path: Path
             assert status.returncode == 0, status.stderr
             assert status.stdout.split() == ["M", "a.txt", "??", "b.txt"]
             assert "fsmonitor" not in (box.workspace / ".git" / "config").read_text()
+            # git inside reads the root-owned repository (agents run git status / diff)
+            inside = box.exec("git status --short && git diff --stat && git ls-files")
+            assert inside.exit_code == 0, inside.stderr
+            assert "a.txt | 2 +-" in inside.stdout and "?? b.txt" in inside.stdout
 
 
 def test_unreadable_directories_do_not_break_the_sweep(tmp_path: Path) -> None:

@@ -93,3 +93,67 @@ def test_selection_runs_exactly_the_named_tests(tmp_path: Path) -> None:
     assert r.status("test_mod.py::test_param[2]") == "failed"
     assert r.results["test_broken_import.py::test_x"].outcome == "error"
     assert "no_such_module_here" in r.results["test_broken_import.py::test_x"].message
+
+
+def _guarded_run(tmp_path: Path, guard: bool) -> tuple[str, int, str]:
+    env = {"SWEMILL_REPORT": str(tmp_path / "report.jsonl"), "SWEMILL_NONCE": "abc",
+           "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
+           **({"SWEMILL_GUARD": "1"} if guard else {})}
+    (tmp_path / "report.jsonl").unlink(missing_ok=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "swemill.testing.pytest_plugin", "-p",
+         "no:cacheprovider", "-o", "addopts=", f"--rootdir={tmp_path}", "-q", "test_mod.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    return (tmp_path / "report.jsonl").read_text(), proc.returncode, proc.stdout
+
+
+def _forge_rewrite_cache(src: Path) -> None:
+    """pytest's own cache of the rewritten module, with every function body emptied."""
+    import ast
+    import importlib.util
+    import inspect
+    import os
+
+    from _pytest.assertion import rewrite
+
+    data = src.read_bytes()
+    tree = ast.parse(data)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            node.body = [ast.Pass()]
+    code = compile(ast.fix_missing_locations(tree), str(src), "exec", dont_inherit=True)
+    cache = rewrite.get_cache_dir(src)
+    cache.mkdir(parents=True, exist_ok=True)
+    by_hash = "source_hash" in inspect.signature(rewrite._write_pyc_fp).parameters
+    with open(cache / (src.name[:-3] + rewrite.PYC_TAIL), "wb") as fp:
+        rewrite._write_pyc_fp(fp, importlib.util.source_hash(data) if by_hash else os.stat(src),
+                              code)
+
+
+def test_a_guarded_run_never_reads_a_cached_rewrite(tmp_path: Path) -> None:
+    (tmp_path / "test_mod.py").write_text("def test_fail():\n    assert 1 == 2\n")
+    _forge_rewrite_cache(tmp_path / "test_mod.py")
+    text, code, _ = _guarded_run(tmp_path, guard=False)
+    assert parse_report(text, code, nonce="abc").status("test_mod.py::test_fail") == "passed"
+    text, code, stdout = _guarded_run(tmp_path, guard=True)  # the same tree, guarded
+    r = parse_report(text, code, nonce="abc", sealed=stdout)
+    assert r.trustworthy, r.problem
+    assert r.status("test_mod.py::test_fail") == "failed"
+
+
+def test_a_guarded_run_reports_a_replaced_report_class(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(textwrap.dedent('''
+        import _pytest.reports as r
+        make = r.TestReport.from_item_and_call.__func__
+        def always(cls, item, call):
+            rep = make(cls, item, call)
+            rep.outcome, rep.longrepr = "passed", None
+            return rep
+        r.TestReport.from_item_and_call = classmethod(always)
+    '''))
+    (tmp_path / "test_mod.py").write_text("def test_fail():\n    assert 1 == 2\n")
+    text, code, stdout = _guarded_run(tmp_path, guard=True)
+    r = parse_report(text, code, nonce="abc", sealed=stdout)
+    assert code == 0 and not r.trustworthy  # it did make the run pass
+    assert "TestReport.from_item_and_call" in r.problem

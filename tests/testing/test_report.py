@@ -111,3 +111,29 @@ def test_object_addresses_in_messages_are_masked() -> None:
                       line("finish", exitstatus=1, collected=1)]) + "\n"
     r = parse_report(text, 1, nonce=NONCE)
     assert r.results["t.py::a"].message == msg.replace("0x7f8c44cd1f90>", "0x...>")
+
+def _seal(text: str, nonce: str = NONCE) -> str:
+    import hashlib
+
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return f"3 passed in 0.1s\nswemill-report-sha256 {nonce} {digest}\n"
+
+
+def test_a_sealed_run_is_trusted_only_with_one_seal_that_matches_the_report() -> None:
+    text = report({"t.py::a": "passed"}, 0)
+    assert parse_report(text, 0, nonce=NONCE, sealed=_seal(text)).trustworthy
+    rewritten = text.replace('"exitstatus": 0', '"exitstatus": 0 ')  # changed after the seal
+    r = parse_report(rewritten, 0, nonce=NONCE, sealed=_seal(text))
+    assert not r.trustworthy and r.problem == "the report changed after pytest closed it"
+    twice = _seal(rewritten) + _seal(text)  # a second seal printed by code that ran later
+    assert "2 times" in parse_report(rewritten, 0, nonce=NONCE, sealed=twice).problem
+    assert "0 times" in parse_report(text, 0, nonce=NONCE, sealed=_seal(text, "other")).problem
+    assert parse_report(text, 0, nonce=NONCE).trustworthy  # an unsealed run is not checked
+
+
+def test_a_run_that_replaced_pytests_machinery_is_not_trusted() -> None:
+    text = report({"t.py::a": "passed"}, 0,
+                  line("tamper", names=["class:_pytest.reports.TestReport.from_item_and_call"]))
+    r = parse_report(text, 0, nonce=NONCE)
+    assert not r.trustworthy and "TestReport.from_item_and_call" in r.problem
+    assert r.status("t.py::a") == "error"

@@ -6,11 +6,15 @@ environment) and once as the *pristine* copy, which is never mounted anywhere. `
 carries out one canonical tool call; ``submit()`` grades:
 
 1. the change set is read on the host (workspace against pristine, links never followed);
-2. the grading runs in a ``fork()`` of the workspace, so the policy's own tree is untouched;
-   there every test file and piece of test configuration is put back from the pristine copy
-   (edited tests restored, deleted ones brought back, added ``conftest.py``/``.pth`` removed);
-3. FAIL_TO_PASS + PASS_TO_PASS run with the repository's pytest and swemill's reporter, the
-   report cross-checked against the exit code; :func:`~swemill.agent.grading.grade_run` judges.
+2. the grading runs in a *fresh* sandbox over a new tree: the pristine copy plus the change
+   reduced to tracked, non-test source text (:mod:`swemill.agent.carry`: tests, test
+   configuration, start-up hooks, bytecode, package metadata, links, binaries and modules that
+   would shadow the test runner stay as in the snapshot or absent), so nothing else the policy
+   left in its workspace can reach the test process;
+3. FAIL_TO_PASS + PASS_TO_PASS run with the repository's pytest and swemill's reporter in an
+   isolated run (plugin autoloading off, the baseline's plugins by name, no bytecode read or
+   written), the report cross-checked against the exit code;
+   :func:`~swemill.agent.grading.grade_run` judges.
 
 Nothing golden is ever here: the snapshot is the broken tree, and oracles read the golden
 patch in the host process that drives them.
@@ -25,9 +29,10 @@ from pathlib import Path
 
 from swemill.agent import actions
 from swemill.agent.actions import Observation
+from swemill.agent.carry import build_grading_tree, runner_modules
 from swemill.agent.grading import RegressionPolicy, RewardWeights, grade_run
 from swemill.agent.lint import lint_introduced
-from swemill.agent.tree import Changes, restore_tests, tree_changes
+from swemill.agent.tree import Changes, tree_changes
 from swemill.core.errors import EnvBuildError, SandboxError, SwemillError, TestRunError
 from swemill.core.records import Outcome, Task
 from swemill.core.tools import ToolCall, validate_call
@@ -235,10 +240,18 @@ class TaskEnv:
                                      "turns": float(turns), "tokens": float(tokens)}
         if lint is not None:
             signals["lint_new"] = float(lint)
-        with self.sandbox.fork() as graded:
-            restored = restore_tests(graded.workspace, pristine)
-            report = run_tests(graded, repo_env, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS],
-                               timeout=self.config.test_timeout_s)
-        outcome = grade_run(task, report, restored=restored, regression=self.config.regression,
-                            signals=signals, weights=self.config.weights)
+        tmp = scratch_dir("grade")
+        try:
+            shadowed = runner_modules(repo_env.venv.glob("lib/python*/site-packages"))
+            carried = build_grading_tree(pristine, self.sandbox.workspace, tmp / "ws",
+                                         shadowed=shadowed)
+            with open_sandbox(tmp / "ws", backend=self.config.backend,
+                              binds=repo_env.binds()) as graded:
+                report = run_tests(graded, repo_env, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS],
+                                   timeout=self.config.test_timeout_s, isolated=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        outcome = grade_run(task, report, not_carried=carried.describe(),
+                            regression=self.config.regression, signals=signals,
+                            weights=self.config.weights)
         return outcome, changes

@@ -47,9 +47,10 @@ def composite_reward(grade: float, signals: dict[str, float], w: RewardWeights) 
             - w.lint * max(0.0, signals.get("lint_new", 0.0)))
 
 
-def grading_log(report: TestRunReport, restored: list[str], tests: list[str]) -> str:
+def grading_log(report: TestRunReport, not_carried: list[str], tests: list[str]) -> str:
     """A readable, complete record of the grading run (kept with the trajectory)."""
-    lines = [f"restored from the pristine snapshot: {', '.join(restored) or 'nothing'}",
+    lines = ["not carried from the workspace (graded as in the pristine snapshot): "
+             + ("; ".join(not_carried) or "nothing"),
              f"pytest exit code: {report.exit_code}; wall {report.wall_s:.2f}s; "
              f"trustworthy: {report.trustworthy}" + (f" ({report.problem})" if report.problem
                                                      else "")]
@@ -62,7 +63,7 @@ def grading_log(report: TestRunReport, restored: list[str], tests: list[str]) ->
     return "\n".join(lines) + "\n"
 
 
-def grade_run(task: Task, report: TestRunReport, *, restored: list[str],
+def grade_run(task: Task, report: TestRunReport, *, not_carried: list[str],
               regression: RegressionPolicy = "zero",
               signals: dict[str, float] | None = None,
               weights: RewardWeights | None = None) -> Outcome:
@@ -85,6 +86,6 @@ def grade_run(task: Task, report: TestRunReport, *, restored: list[str],
         pass_to_pass=dict(p2p),
         regression=broke,
         exit_code=report.exit_code,
-        log=grading_log(report, restored, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]),
+        log=grading_log(report, not_carried, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]),
         signals=signals,
     )

@@ -1,9 +1,11 @@
-"""Host-side views of a task workspace: what changed, and putting the tests back.
+"""Host-side view of a task workspace: what changed against the pristine snapshot.
 
-Both work on real directories without ever following a symbolic link, because the policy may
+It works on real directories without ever following a symbolic link, because the policy may
 have planted links that point outside its workspace (``tests -> /etc``): a walk does not
-descend into them, a comparison reads the link target rather than the file behind it, and a
-restore removes a link before it writes where the link was.
+descend into them, and a comparison reads the link target rather than the file behind it.
+Bytecode caches (``__pycache__``) are part of the view: nothing the policy runs writes them
+(``PYTHONDONTWRITEBYTECODE``), so one there was put there on purpose, and the monitor must
+see it. What the grader takes from this change set is :mod:`swemill.agent.carry`'s business.
 """
 
 from __future__ import annotations
@@ -11,32 +13,16 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import shutil
 import stat
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-__all__ = ["Changes", "tree_changes", "is_graded_path", "restore_tests", "SKIP_DIRS"]
+__all__ = ["Changes", "Entry", "tree_changes", "tree_entries", "SKIP_DIRS"]
 
-SKIP_DIRS = frozenset({".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
-_CONFIG_NAMES = frozenset({"pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "conftest.py",
-                           "sitecustomize.py", "usercustomize.py", "noxfile.py", ".coveragerc"})
-_TEST_DIRS = frozenset({"tests", "test"})
+SKIP_DIRS = frozenset({".git", ".pytest_cache", ".ruff_cache", ".mypy_cache"})
+"""Never compared: git's own data and tool caches that no test run reads."""
 _MAX_DIFF_FILE = 2_000_000
 _MAX_DIFF_TEXT = 4_000_000
-
-
-def is_graded_path(rel: str) -> bool:
-    """Files the grader takes from the pristine snapshot, never from the policy's workspace:
-    test modules, everything under ``tests/`` or ``test/``, pytest/tox/setup configuration,
-    ``conftest.py``, ``sitecustomize``/``usercustomize`` and ``.pth`` files."""
-    p = PurePosixPath(rel)
-    name = p.name
-    if name in _CONFIG_NAMES or name.endswith(".pth"):
-        return True
-    if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
-        return True
-    return any(part in _TEST_DIRS for part in p.parts[:-1])
 
 
 def _digest(path: Path) -> bytes:
@@ -47,7 +33,11 @@ def _digest(path: Path) -> bytes:
     return h.digest()
 
 
-def _entries(root: Path) -> dict[str, tuple[str, bytes]]:
+Entry = tuple[str, bytes]
+"""``(kind, payload)``: ``("file", sha256)`` or ``("link", target)``."""
+
+
+def tree_entries(root: Path) -> dict[str, Entry]:
     """``rel -> (kind, payload)``: files by content digest, links by target; never follows
     links. Memory stays small however many or large the files a policy wrote."""
     out: dict[str, tuple[str, bytes]] = {}
@@ -103,7 +93,7 @@ def _text(root: Path, rel: str, entry: tuple[str, bytes] | None) -> list[str] | 
 
 def tree_changes(before: Path, after: Path) -> Changes:
     """Compare two trees (``.git`` and caches left out) and describe the difference."""
-    old, new = _entries(before), _entries(after)
+    old, new = tree_entries(before), tree_entries(after)
     out = Changes()
     for rel in sorted(set(old) | set(new)):
         a, b = old.get(rel), new.get(rel)
@@ -122,44 +112,3 @@ def tree_changes(before: Path, after: Path) -> Changes:
         out.diff += "".join(d if d.endswith("\n") else d + "\n\\ No newline at end of file\n"
                             for d in diff)
     return out
-
-
-def _clear(path: Path) -> None:
-    """Remove whatever sits at ``path`` (file, link or directory) without following links."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
-
-
-def _safe_parent(root: Path, rel: str) -> Path:
-    """The parent directory of ``rel`` under ``root`` with every component a real directory
-    (links and files in the way are removed); returns the target path."""
-    cur = root
-    for part in PurePosixPath(rel).parts[:-1]:
-        cur = cur / part
-        if cur.is_symlink() or (cur.exists() and not cur.is_dir()):
-            _clear(cur)
-        if not cur.exists():
-            cur.mkdir()
-    return cur / PurePosixPath(rel).name
-
-
-def restore_tests(root: Path, pristine: Path) -> list[str]:
-    """Make every graded file under ``root`` exactly as in ``pristine``: restore changed or
-    deleted ones, delete added ones. Returns the paths it touched, sorted."""
-    want = {rel: e for rel, e in _entries(pristine).items() if is_graded_path(rel)}
-    have = {rel: e for rel, e in _entries(root).items() if is_graded_path(rel)}
-    touched = []
-    for rel in sorted(set(have) - set(want)):
-        _clear(root / rel)  # found by a walk that never entered a link: really under root
-        touched.append(rel)
-    for rel, entry in sorted(want.items()):
-        if have.get(rel) == entry:
-            continue
-        target = _safe_parent(root, rel)
-        if target.exists() or target.is_symlink():
-            _clear(target)
-        shutil.copy2(pristine / rel, target, follow_symlinks=False)
-        touched.append(rel)
-    return sorted(set(touched))

@@ -1,8 +1,9 @@
 """The corpus stage as one function: trajectories and pairs in, split row lists out.
 
-Order per item: admission -> tools outside the algebra -> secrets scrub -> row -> golden guard
-(nothing golden in what the policy was shown) -> quality filters -> exact and near dedup
-(against earlier runs too, when given a loaded :class:`NearDupIndex`). Every drop is a
+Order per item: admission (a flagged trajectory is never an SFT row, a pair whose ``chosen``
+side was flagged is never a DPO row) -> tools outside the algebra -> secrets scrub -> row ->
+golden guard (nothing golden in what the policy was shown) -> quality filters -> exact and near
+dedup (against earlier runs too, when given a loaded :class:`NearDupIndex`). Every drop is a
 :class:`Drop` with a reason and is counted as ``dropped_<reason>``; then the held-out split.
 Nothing here touches the store: :func:`swemill.corpus.write.write_corpus` does.
 """
@@ -191,6 +192,8 @@ class _Run:
         return row
 
     def dpo(self, pair: PreferencePair, task: Task | None) -> dict[str, Any] | None:
+        if pair.metadata.get("chosen_flags"):  # a hack is never the side to learn from
+            return self.drop("corpus.dpo", pair.pair_id, "chosen_flagged")
         if _foreign_tool(pair.prompt + pair.chosen + pair.rejected):
             return self.drop("corpus.dpo", pair.pair_id, "non_algebra_tool")
         counts = self.tables.scrubbed

@@ -23,6 +23,11 @@ BASE_ENV: dict[str, str] = {
     "HOME": "/tmp",
     "LANG": "C.UTF-8",
     "TMPDIR": "/tmp",
+    # The workspace's .git stays root's (the host runs git there as root, so the sandbox user
+    # must not plant hooks or config); git inside would refuse a repository it does not own.
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "safe.directory",
+    "GIT_CONFIG_VALUE_0": "*",
 }
 """All a command sees besides the caller's own ``env``: nothing leaks from the host."""
 

@@ -9,8 +9,16 @@ Settings come from the environment:
 - ``SWEMILL_NONCE``: stamped on every line, so lines not written by this plugin stand out.
 - ``SWEMILL_SELECT``: file of node ids, one per line; every other collected item is deselected.
 - ``SWEMILL_COVERAGE``: file to write per-test covered lines to (coverage.py dynamic contexts).
+- ``SWEMILL_GUARD``: set for grading runs. The plugin, loaded before any code of the
+  repository, turns off pytest's reading of cached rewritten test modules, notes pytest's report
+  and run machinery (and the built-in exception classes) and
+  at the end reports each one that was replaced (a ``tamper`` line); after closing the report it
+  writes the report's SHA-256 to the stdout it found at start-up, which code running later
+  (an ``atexit`` hook) cannot take back, so a report rewritten after pytest finished is seen.
 """
 
+import builtins
+import hashlib
 import json
 import os
 from typing import Any
@@ -21,7 +29,43 @@ _REPORT = os.environ.get("SWEMILL_REPORT")
 _NONCE = os.environ.get("SWEMILL_NONCE", "")
 _SELECT = os.environ.get("SWEMILL_SELECT")
 _COVER = os.environ.get("SWEMILL_COVERAGE")
+_GUARD = bool(os.environ.get("SWEMILL_GUARD"))
 _MSG_MAX = 600
+SEAL = "swemill-report-sha256"
+
+
+def _no_cached_rewrite():
+    """Grading runs rewrite every test module from its source: a cached rewrite (a pyc in
+    ``__pycache__``) is never read, whoever wrote it and when."""
+    from _pytest.assertion import rewrite
+
+    if hasattr(rewrite, "_read_pyc"):
+        rewrite._read_pyc = lambda *args, **kwargs: None
+
+
+def _guarded():
+    """name -> object for what decides a test's outcome and how it is reported."""
+    from _pytest import outcomes, python, reports, runner, skipping
+    from _pytest.assertion import rewrite
+
+    out = {}
+    for mod in (reports, runner, skipping, outcomes, rewrite):
+        out.update((mod.__name__ + "." + k, v) for k, v in vars(mod).items() if callable(v))
+    # Attributes added to the report classes count too; pytest adds some to Function itself.
+    for cls in (reports.BaseReport, reports.TestReport, runner.CallInfo, python.Function):
+        kind = "attr:" if cls is python.Function else "class:"
+        where = kind + cls.__module__ + "." + cls.__qualname__ + "."
+        out.update((where + k, v) for k, v in vars(cls).items())
+    out.update(("builtins." + k, v) for k, v in vars(builtins).items()
+               if k == "__import__" or isinstance(v, type) and issubclass(v, BaseException))
+    return out
+
+
+# Taken at import: ``-p`` plugins load before conftest files and the project are imported.
+if _GUARD:
+    _no_cached_rewrite()
+_BEFORE = _guarded() if _GUARD else {}
+_STDOUT = os.dup(1) if _GUARD else None
 
 # A string annotation: the venv may run a Python (3.8) that cannot subscript ``dict``.
 _state: "dict[str, Any]" = {"fh": None, "cov": None, "phases": {}}
@@ -126,17 +170,32 @@ def _message(report):
     return "\n".join(text[-3:])[:_MSG_MAX]
 
 
+def _replaced():
+    now = _guarded()
+    missing = object()
+    return sorted(k for k, v in _BEFORE.items() if now.get(k, missing) is not v) + sorted(
+        k for k in now if k not in _BEFORE and k.startswith("class:"))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     cov = _state["cov"]
     if cov is not None:
         cov.stop()
         _write_coverage(cov)
+    if _GUARD:
+        changed = _replaced()
+        if changed:
+            _emit({"kind": "tamper", "names": changed[:20]})
     _emit({"kind": "finish", "exitstatus": int(exitstatus),
            "collected": getattr(session, "testscollected", 0)})
     if _state["fh"] is not None:
         _state["fh"].close()
         _state["fh"] = None
+    if _GUARD and _REPORT and _STDOUT is not None:
+        with open(_REPORT, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        os.write(_STDOUT, f"\n{SEAL} {_NONCE} {digest}\n".encode())
 
 
 def _write_coverage(cov):

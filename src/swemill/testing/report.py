@@ -5,10 +5,16 @@ The report is the JSON-lines file :mod:`swemill.testing.pytest_plugin` writes. A
 line is present, its exit status is the process's, and failures are reported exactly when the
 exit code says there were some. A log that claims every test passed while the process exited
 non-zero is not a pass; neither is a run that was killed, timed out or wrote foreign lines.
+
+A grading run is also *sealed* (``sealed`` is its stdout): the reporter reports any of pytest's
+report and run machinery that was replaced during the run (``tamper`` lines), and prints the
+report file's SHA-256 once the file is closed; the file must still have that digest, so a
+report rewritten after pytest finished (from an ``atexit`` hook) is not trusted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable
@@ -19,6 +25,8 @@ from swemill.core.records import TestResult, TestStatus
 __all__ = ["TestRunReport", "parse_report"]
 
 _BAD = ("failed", "error")
+_SEAL = "swemill-report-sha256"
+"""The digest line's tag; the reporter (:mod:`swemill.testing.pytest_plugin`) writes it."""
 _EXIT_MEANING = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 # CPython's default repr, ``<Warehouse object at 0x7f8c44cd1f90>``: the address differs on
 # every run and means nothing, and a message is quoted in problem statements and tool results,
@@ -84,12 +92,15 @@ def _lines(text: str, nonce: str | None) -> tuple[list[dict[str, object]], int]:
 
 def parse_report(report_text: str, exit_code: int, *, nonce: str | None = None,
                  selected: Iterable[str] | None = None, timed_out: bool = False,
-                 killed_reason: str | None = None, wall_s: float = 0.0) -> TestRunReport:
-    """Judge a run from its report text and exit code (no I/O; recomputable offline)."""
+                 killed_reason: str | None = None, wall_s: float = 0.0,
+                 sealed: str | None = None) -> TestRunReport:
+    """Judge a run from its report text and exit code (no I/O; recomputable offline).
+    ``sealed``: the stdout of a sealed (grading) run, checked against the report."""
     rows, foreign = _lines(report_text, nonce)
     results: dict[str, TestResult] = {}
     collect_errors: dict[str, str] = {}
     finish: dict[str, object] | None = None
+    tampered: list[str] = []
     for row in rows:
         kind = row.get("kind")
         if kind == "test":
@@ -101,14 +112,29 @@ def parse_report(report_text: str, exit_code: int, *, nonce: str | None = None,
             collect_errors[str(row["nodeid"])] = _message(row)
         elif kind == "finish":
             finish = row
+        elif kind == "tamper":
+            tampered += [str(n) for n in row.get("names") or ["?"]]  # type: ignore[attr-defined]
     if selected is not None:
         _fill_missing(results, selected, collect_errors)
     problem = _problem(results, collect_errors, finish, exit_code, foreign, timed_out,
                        killed_reason)
+    if not problem and tampered:
+        problem = "the test process replaced pytest's own code: " + ", ".join(tampered[:5])
+    if not problem and sealed is not None:
+        problem = _seal_problem(report_text, sealed, nonce or "")
     collected = int(finish["collected"]) if finish and "collected" in finish else None  # type: ignore[call-overload]
     return TestRunReport(results=results, exit_code=exit_code, trustworthy=not problem,
                          problem=problem, timed_out=timed_out, collected=collected,
                          collect_errors=collect_errors, wall_s=wall_s)
+
+
+def _seal_problem(report_text: str, stdout: str, nonce: str) -> str:
+    seals = re.findall(rf"^{_SEAL} {re.escape(nonce)} ([0-9a-f]{{64}})$", stdout, re.M)
+    if len(seals) != 1:
+        return f"the report's seal was printed {len(seals)} times, not once"
+    if hashlib.sha256(report_text.encode()).hexdigest() != seals[0]:
+        return "the report changed after pytest closed it"
+    return ""
 
 
 def _fill_missing(results: dict[str, TestResult], selected: Iterable[str],

@@ -2,6 +2,17 @@
 
 Running and judging are apart: :func:`run_tests` executes and collects the raw report and
 exit code, then calls the pure :func:`~swemill.testing.report.parse_report`.
+
+A grading run (``isolated=True``) trusts nothing the workspace could have added to the test
+process: plugin autoloading is off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``), so an entry point
+declared by a ``*.dist-info`` in the workspace is never loaded, and the plugins the baseline
+ran with (the ``pytest11`` entry points of the environment's read-only site-packages, less the
+ones the runner always disables) are named with ``-p``; no bytecode is written
+(``PYTHONDONTWRITEBYTECODE``) and the reporter turns off pytest's reading of its
+rewritten-test cache; and the run is sealed (``SWEMILL_GUARD``, see
+:mod:`swemill.testing.report`). The grading tree itself holds no bytecode cache
+(:mod:`swemill.agent.carry`). ``PYTHONPYCACHEPREFIX`` is not used: it would make every module,
+the standard library's included, compile from source (+1.3 s per run on the sample).
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ import shlex
 import shutil
 import uuid
 from collections.abc import Sequence
+from importlib.metadata import distributions
 from pathlib import Path
 
 from swemill.core.errors import TestRunError
@@ -19,11 +31,13 @@ from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox.base import Sandbox
 from swemill.testing.report import TestRunReport, parse_report
 
-__all__ = ["run_tests", "pytest_argv", "ensure_plugin", "PLUGIN_MODULE"]
+__all__ = ["run_tests", "pytest_argv", "ensure_plugin", "env_plugins", "PLUGIN_MODULE"]
 
 PLUGIN_MODULE = "_swemill_report"
 _PLUGIN_SRC = Path(__file__).with_name("pytest_plugin.py")
 _MAX_FILE_ARGS = 500
+_DISABLED = ("randomly", "random_order")
+"""Plugins every run turns off (``-p no:NAME``): they change the order tests run in."""
 
 
 def ensure_plugin(env: RepoEnv) -> None:
@@ -35,11 +49,23 @@ def ensure_plugin(env: RepoEnv) -> None:
         write_text_atomic(target, code)
 
 
-def pytest_argv(env: RepoEnv, workdir: str, paths: Sequence[str] = ()) -> list[str]:
-    """The pytest command line: the repo's filtered addopts, random order and caches off."""
+def env_plugins(env: RepoEnv) -> list[str]:
+    """Entry-point names of the ``pytest11`` plugins installed in the env (what autoloading
+    gives the baseline), less those every run disables; sorted."""
+    names = {ep.name for site in env.venv.glob("lib/python*/site-packages")
+             for dist in distributions(path=[str(site)])
+             for ep in dist.entry_points if ep.group == "pytest11"}
+    return sorted(names - set(_DISABLED))
+
+
+def pytest_argv(env: RepoEnv, workdir: str, paths: Sequence[str] = (),
+                plugins: Sequence[str] = ()) -> list[str]:
+    """The pytest command line: the repo's filtered addopts, random order and caches off;
+    ``plugins`` are loaded by name (for runs with autoloading off)."""
     return [
         str(env.python), "-m", "pytest", "-p", PLUGIN_MODULE,
-        "-p", "no:randomly", "-p", "no:random_order", "-p", "no:cacheprovider",
+        *(arg for name in plugins for arg in ("-p", name)),
+        *(arg for name in _DISABLED for arg in ("-p", f"no:{name}")), "-p", "no:cacheprovider",
         "-o", "addopts=", *env.recipe.pytest_args,
         f"--rootdir={workdir}", "--continue-on-collection-errors",
         "-q", "--tb=short", "--color=no", *paths,
@@ -56,10 +82,11 @@ def _file_args(nodeids: Sequence[str], workspace: Path) -> list[str]:
 
 
 def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *,
-              timeout: float, coverage: bool = False) -> TestRunReport:
+              timeout: float, coverage: bool = False, isolated: bool = False) -> TestRunReport:
     """Run the whole suite (``nodeids`` None) or exactly ``nodeids``, and judge the run.
 
     An empty ``nodeids`` list runs nothing and returns an empty, trustworthy report.
+    ``isolated``: a grading run (see the module docstring).
     """
     if nodeids is not None and not nodeids:
         return TestRunReport(results={}, exit_code=0, trustworthy=True)
@@ -78,7 +105,12 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
         sb.write_file(f"{rel}/.keep", "")
     if coverage:
         env_vars["SWEMILL_COVERAGE"] = f"{inside}/coverage.json"
-    argv = pytest_argv(env, sb.workdir, paths)
+    plugins: list[str] = []
+    if isolated:
+        plugins = env_plugins(env)
+        env_vars.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1",
+                        SWEMILL_GUARD="1")
+    argv = pytest_argv(env, sb.workdir, paths, plugins)
     try:
         res = sb.exec(argv, timeout=timeout, env=env_vars, cwd=sb.workdir)
         text = _read(sb, f"{rel}/report.jsonl")
@@ -87,7 +119,7 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
         shutil.rmtree(sb.workspace / rel, ignore_errors=True)
     report = parse_report(text, res.exit_code, nonce=token, selected=nodeids,
                           timed_out=res.timed_out, killed_reason=res.killed_reason,
-                          wall_s=res.wall_s)
+                          wall_s=res.wall_s, sealed=res.stdout if isolated else None)
     if coverage and report.trustworthy:
         report.coverage = _coverage(cov_text, token)
     if not text and not res.timed_out and res.killed_reason is None:
