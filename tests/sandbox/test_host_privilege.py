@@ -127,9 +127,11 @@ def test_host_writes_are_handed_to_the_sandbox_user(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_writer_is_killed_at_the_disk_cap(tmp_path: Path) -> None:
-    """A writer that would stop itself at 300 MB (or after 20 s) is killed near 50 MB."""
+    """A writer that would stop itself at 300 MB (or after 20 s) is killed near 50 MB. It
+    pauses between files, so a loaded machine's slower polls still see it cross the cap (a
+    writer done before the first poll is only caught by the final check, after the fact)."""
     writer = ("i=0; while [ $i -lt 30 ] && [ $SECONDS -lt 20 ]; do "
-              "head -c 10000000 /dev/zero > f$i; i=$((i+1)); done; echo finished")
+              "head -c 10000000 /dev/zero > f$i; i=$((i+1)); sleep 0.1; done; echo finished")
     out = _cli(tmp_path, writer, "--disk-mb", "50", timeout=90)
     assert out["killed_reason"] == "disk", out
     assert "finished" not in str(out["stdout"])
