@@ -45,6 +45,22 @@ def test_trl_sft_and_dpo_trainers_train_on_the_build(tmp_path, probe_kit, sample
     assert '<tool_call>{"name": "read", "arguments": {"path": "' in losses["sample"]
 
 
+def test_the_cards_trl_example_trains_with_trls_defaults(tmp_path, probe_kit, sample_build):
+    """TRL's defaults but for the card's max_length: every pair's sides still differ within
+    it (with the model's own tokenizer), the DPO loss leaves ln 2 and the gradient is real."""
+    root, run_id, split = sample_build
+    out = tmp_path / "defaults.json"
+    done = probe_kit.python("tests/probe/trl_defaults.py", root, run_id, str(out), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["dpo_rows"] == split["dpo_train"] + split["dpo_holdout"] > 0
+    assert all(result["differ_within"]), result
+    dpo = result["dpo"]
+    assert dpo[0] == pytest.approx(0.6931, abs=1e-3) and dpo[-1] < dpo[0] - 0.005, dpo
+    assert min(result["dpo_grad_norm"]) > 1e-3, result["dpo_grad_norm"]
+    assert all(loss == loss for loss in result["sft"])  # finite: the SFT rows were consumed
+
+
 def test_probe_on_the_build_writes_probe_json_and_decides(probe_kit, sample_build):
     root, run_id, split = sample_build
     done = probe_kit.probe("--run", run_id, "--model", "tiny", "--out", root, "--steps", "12",

@@ -33,7 +33,15 @@ from swemill.core.records import (
 from swemill.corpus.dedup import NearDupIndex
 from swemill.corpus.filters import FilterChain
 from swemill.corpus.guard import GoldenGuard
-from swemill.corpus.rows import dpo_row, prompt_messages, sft_row, tools_json, wm_rows
+from swemill.corpus.rows import (
+    dpo_row,
+    prompt_messages,
+    sft_row,
+    shape_pair,
+    shape_sft,
+    tools_json,
+    wm_rows,
+)
 from swemill.corpus.scrub import scrub, scrub_value
 from swemill.corpus.split import Split, SplitConfig, SplitItem, family_of, split
 
@@ -180,6 +188,9 @@ class _Run:
             return self.drop("corpus.sft", traj.trajectory_id, reason)
         clean = traj.model_copy(update={"messages": _scrubbed(traj.messages, self.tables.scrubbed)})
         row = sft_row(clean, task, tools=self.tools, reasoning=self.cfg.reasoning)
+        row["messages"], reason = shape_sft(row["messages"])
+        if reason:
+            return self.drop("corpus.sft", traj.trajectory_id, reason)
         if detail := self.leak(traj.task_id, row["messages"]):
             return self.drop("corpus.sft", traj.trajectory_id, "golden_leak", detail)
         text = row_text(row["messages"])
@@ -202,10 +213,10 @@ class _Run:
             "rejected": _scrubbed(pair.rejected, counts),
         })
         row = dpo_row(clean, task, tools=self.tools, reasoning=self.cfg.reasoning)
+        if reason := shape_pair(row):
+            return self.drop("corpus.dpo", pair.pair_id, reason)
         if detail := self.leak(pair.task_id, row["prompt"]):
             return self.drop("corpus.dpo", pair.pair_id, "golden_leak", detail)
-        if row["chosen"] == row["rejected"]:
-            return self.drop("corpus.dpo", pair.pair_id, "chosen_equals_rejected")
         if self.cfg.dedup and (dup := self.index.check_and_add(pair.pair_id, pair_digest(row))):
             return self.drop("corpus.dpo", pair.pair_id, dup.reason, dup.row_id)
         return row

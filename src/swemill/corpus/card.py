@@ -8,6 +8,7 @@ card works from the root of the store as uploaded. Only splits that have rows ar
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -136,10 +137,49 @@ With TRL, the columns are the ones its trainers read (`messages` + `tools` for S
 ```python
 from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
 
-SFTTrainer(model=model_id, train_dataset=sft["train"], args=SFTConfig(output_dir="sft"))
-DPOTrainer(model=model_id, train_dataset=dpo["train"], args=DPOConfig(output_dir="dpo"))
+SFTTrainer(model=model_id, train_dataset=sft["train"],
+           args=SFTConfig(output_dir="sft", max_length={sft_max}))
+DPOTrainer(model=model_id, train_dataset=dpo["train"],
+           args=DPOConfig(output_dir="dpo", max_length={dpo_max}))
 ```
+
+Everything else is TRL's default. `max_length` is the one setting that matters: TRL's default
+(1024 tokens) cuts a DPO row from its start, and a row whose prompt fills it is dropped or
+its two sides become the same text (a loss stuck at ln 2, no gradient).
 '''
+
+CHARS_PER_TOKEN = 2.5
+"""A low estimate of characters per token for code and tool output (tokenizers of code models
+give 3-4), so lengths derived from it err on the long side."""
+
+
+def _chars(messages: list[dict[str, Any]]) -> int:
+    return sum(len(m["content"] or "") + len(m["reasoning_content"] or "") + sum(
+        len(c["function"]["name"]) + len(str(c["function"]["arguments"])) + 16
+        for c in m["tool_calls"] or []) + 16 for m in messages)
+
+
+def _first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
+    """Characters of ``a`` before it first differs from ``b`` (rendered alike)."""
+    x, y = json.dumps(a, sort_keys=True), json.dumps(b, sort_keys=True)
+    n = next((i for i, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), min(len(x), len(y)))
+    return n
+
+
+def length_budget(tables: CorpusTables) -> dict[str, int]:
+    """Token lengths (at :data:`CHARS_PER_TOKEN`) that keep every row whole enough to train:
+    an SFT row whole, a DPO row up to the point where its sides differ (plus 64 tokens);
+    rounded up to a multiple of 128."""
+    def tokens(chars: int) -> int:
+        return -(-int(chars / CHARS_PER_TOKEN + 64) // 128) * 128
+
+    sft = [_chars(r["messages"]) + len(r["tools"] or "")
+           for r in tables.sft + tables.sft_holdout]
+    dpo = [_chars(r["prompt"]) + len(r["tools"] or "")
+           + _first_difference(r["chosen"], r["rejected"])
+           for r in tables.dpo + tables.dpo_holdout]
+    return {"sft_max_length": tokens(max(sft, default=0)),
+            "dpo_max_length": tokens(max(dpo, default=0))}
 
 _FORMAT = """Each message is `{role, content, reasoning_content, tool_calls, tool_call_id, name}`;
 keys a message does not use are null. Tool calls are OpenAI-shaped
@@ -158,6 +198,7 @@ def dataset_card(manifest: RunManifest, tables: CorpusTables, *, licenses: Itera
     prov = provenance(tables)
     _, license_text = _license(prov["license_tier"], licenses)
     group_by = tables.split.group_by if tables.split else "repository"
+    budget = length_budget(tables)
     sizes = {"sft / train": len(tables.sft), "sft / test": len(tables.sft_holdout),
              "dpo / train": len(tables.dpo), "dpo / test": len(tables.dpo_holdout)}
     if tables.wm:
@@ -185,7 +226,9 @@ def dataset_card(manifest: RunManifest, tables: CorpusTables, *, licenses: Itera
         "## Drops", "", "Every row left out was counted with its reason:", "",
         *_table(("stage: reason", "rows"), _drops(tables, manifest) or {"none": 0}),
         "## Format", "", _FORMAT.replace("{group_by}", group_by),
-        "## Loading", "", _LOADING.replace("{repo}", hub_repo),
+        "## Loading", "", _LOADING.replace("{repo}", hub_repo)
+        .replace("{sft_max}", str(budget["sft_max_length"]))
+        .replace("{dpo_max}", str(budget["dpo_max_length"])),
     ]
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000)
     return f"---\n{front}---\n\n" + "\n".join(body)

@@ -16,6 +16,14 @@ Format decisions (the dataset card repeats them for users):
   reasoning-model templates read) or dropped with ``reasoning=False``.
 * Tool results become one ``tool`` message each, with ``tool_call_id`` and the tool's
   ``name``, in the order of the calls they answer; a user turn's own text follows them.
+* Rows are shaped for training (:func:`shape_sft`, :func:`shape_pair`): empty assistant
+  messages are removed; an SFT row opens with a system or user turn and ends on an assistant
+  turn (a final answer, or tool calls followed by all their results); a DPO row's ``prompt``
+  is everything the two sides share (up to the assistant turn where they first differ, with
+  tool-call ids renumbered in order so ids alone never make sides differ), and ``chosen`` and
+  ``rejected`` are only the continuations, each non-empty and ending on an assistant turn.
+  ``divergence_depth`` is the prompt's length in messages. What cannot be shaped is dropped
+  with a counted reason.
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ __all__ = [
     "dpo_row",
     "wm_rows",
     "prompt_messages",
+    "shape_sft",
+    "shape_pair",
 ]
 
 _S = pa.string()
@@ -72,6 +82,7 @@ DPO_SCHEMA = pa.schema([
     ("pair_id", _S), *_PROVENANCE, ("state_id", _S), ("preference_source", _S),
     ("chosen_score", pa.float64()), ("rejected_score", pa.float64()),
     ("prompt", _CONV), ("chosen", _CONV), ("rejected", _CONV), ("tools", pa.json_()),
+    ("divergence_depth", pa.int64()),
 ])
 WM_SCHEMA = pa.schema([
     ("trajectory_id", _S), ("task_id", _S), ("step", pa.int64()), ("observation", _S),
@@ -206,7 +217,100 @@ def dpo_row(
         "chosen": chat_messages(history + pair.chosen, reasoning=reasoning)[len(prompt):],
         "rejected": chat_messages(history + pair.rejected, reasoning=reasoning)[len(prompt):],
         "tools": tools if tools is not None else tools_json(),
+        "divergence_depth": len(prompt),
     }
+
+
+def _empty(m: dict[str, Any]) -> bool:
+    return m["role"] == "assistant" and not (m["content"] or m["tool_calls"]
+                                             or m["reasoning_content"])
+
+
+def _answered(rows: list[dict[str, Any]]) -> bool:
+    """Whether ``rows`` end on an assistant turn: a final answer, or tool calls followed by
+    every one of their results."""
+    if not rows:
+        return False
+    last = rows[-1]
+    if last["role"] == "assistant":
+        return not last["tool_calls"]
+    if last["role"] != "tool":
+        return False
+    i = len(rows) - 1
+    while i >= 0 and rows[i]["role"] == "tool":
+        i -= 1
+    if i < 0 or rows[i]["role"] != "assistant" or not rows[i]["tool_calls"]:
+        return False
+    return {c["id"] for c in rows[i]["tool_calls"]} <= {m["tool_call_id"] for m in rows[i + 1:]}
+
+
+def _trim_end(rows: list[dict[str, Any]], *, results: bool) -> list[dict[str, Any]]:
+    """Drop trailing turns until the rows end on an assistant turn (with ``results``, tool
+    calls answered by all their results count as that end)."""
+    rows = list(rows)
+    while rows:
+        if rows[-1]["role"] == "assistant" and not rows[-1]["tool_calls"]:
+            break
+        if results and _answered(rows):
+            break
+        if not results and rows[-1]["role"] == "assistant":
+            break
+        rows.pop()
+    return rows
+
+
+def shape_sft(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    """An SFT row's messages shaped to train (see the module notes), or a drop reason."""
+    rows = [m for m in messages if not _empty(m)]
+    first = next((m["role"] for m in rows if m["role"] != "system"), None)
+    if first != "user":
+        return rows, "no_user_turn"
+    rows = _trim_end(rows, results=True)
+    if not any(m["role"] == "assistant" for m in rows):
+        return rows, "no_assistant_turn"
+    return rows, None
+
+
+def _renumber(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool-call ids renumbered in order of appearance (results follow their calls)."""
+    ids: dict[str, str] = {}
+    out = []
+    for m in rows:
+        if m["tool_calls"]:
+            calls = []
+            for c in m["tool_calls"]:
+                ids[c["id"]] = new = f"call_{len(ids)}"
+                calls.append({**c, "id": new})
+            m = {**m, "tool_calls": calls}
+        elif m["role"] == "tool" and m["tool_call_id"] in ids:
+            m = {**m, "tool_call_id": ids[m["tool_call_id"]]}
+        out.append(m)
+    return out
+
+
+def shape_pair(row: dict[str, Any]) -> str | None:
+    """Shape a DPO row in place (see the module notes); returns a drop reason, or None."""
+    prompt = [m for m in row["prompt"] if not _empty(m)]
+    n = len(prompt)
+    chosen = _renumber(prompt + [m for m in row["chosen"] if not _empty(m)])[n:]
+    rejected = _renumber(prompt + [m for m in row["rejected"] if not _empty(m)])[n:]
+    prompt = _renumber(prompt)
+    shared = 0
+    while shared < min(len(chosen), len(rejected)) and chosen[shared] == rejected[shared]:
+        shared += 1
+    # the continuations start at an assistant turn: back up to the last one both share
+    while shared > 0 and not (shared < len(chosen) and chosen[shared]["role"] == "assistant"):
+        shared -= 1
+    prompt, chosen, rejected = prompt + chosen[:shared], chosen[shared:], rejected[shared:]
+    chosen, rejected = _trim_end(chosen, results=False), _trim_end(rejected, results=False)
+    row.update(prompt=prompt, chosen=chosen, rejected=rejected, divergence_depth=len(prompt))
+    if not any(m["role"] == "user" for m in prompt):
+        return "no_prompt"
+    if not chosen or not rejected:
+        return "empty_side"
+    if chosen == rejected:
+        return "chosen_equals_rejected"
+    return None
 
 
 def _observation(m: Message) -> tuple[str, bool]:
