@@ -152,3 +152,25 @@ def test_cli_warns_about_unpriced_models_and_takes_a_price_table(tmp_path: Path)
     bad = subprocess.run([*run, "--out", str(tmp_path / "c"), "--prices",
                           str(tmp_path / "bad.json")], capture_output=True, text=True)
     assert bad.returncode == 2 and "--prices" in bad.stdout + bad.stderr
+
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "claude_code"
+
+
+def test_every_line_of_the_shared_fixtures_is_read_skipped_or_quarantined() -> None:
+    """Session logs from another project's test data: each line is counted as a record of
+    some type (read into messages, or skipped by type) or quarantined; user and assistant
+    records all reach the trajectory."""
+    files = sorted(SHARED.glob("*.jsonl"))
+    if not files:
+        import pytest
+
+        pytest.skip(f"no shared fixtures at {SHARED}")
+    for path in files:
+        counts, trajs = _run(path)
+        assert sum(counts.record_types.values()) + counts.quarantined == counts.lines, path
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        responses = {r["message"].get("id") or r["uuid"] for r in records
+                     if r.get("type") == "assistant"}
+        (traj,) = trajs  # one linear session each
+        assert sum(m.role == "assistant" for m in traj.messages) == len(responses) > 0, path
