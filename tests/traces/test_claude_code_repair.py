@@ -174,3 +174,28 @@ def test_every_line_of_the_shared_fixtures_is_read_skipped_or_quarantined() -> N
                      if r.get("type") == "assistant"}
         (traj,) = trajs  # one linear session each
         assert sum(m.role == "assistant" for m in traj.messages) == len(responses) > 0, path
+
+
+def test_no_absolute_local_path_reaches_the_store(tmp_path: Path) -> None:
+    """Rows and the manifest name files relative to the input, with home folders as ``~``."""
+    from swemill.store import Store
+    from swemill.traces.ingest import ingest
+
+    project = tmp_path / "projects" / "-home-alice-shop"
+    project.mkdir(parents=True)
+    _write(project / "s1.jsonl", _linear_session())
+    (project / "junk.jsonl").write_text("not json\n")
+    out = tmp_path / "out"
+    result = ingest([tmp_path / "projects"], Store.open(str(out)))
+    assert result.counts.trajectories == 1 and result.counts.quarantined == 1
+    import pyarrow.parquet as pq
+
+    def text(p: Path) -> str:  # Parquet pages are compressed: read the values back
+        return json.dumps(pq.read_table(p).to_pylist(), default=str) \
+            if p.suffix == ".parquet" else p.read_text(errors="replace")
+
+    found = [p for p in out.rglob("*") if p.is_file()
+             and (str(tmp_path) in text(p) or "alice" in text(p))]
+    assert found == []
+    trajs = Store.open(str(out)).read_records("trajectories", result.run_id, Trajectory)
+    assert trajs[0].metadata["source_file"] == "projects/~-shop/s1.jsonl"

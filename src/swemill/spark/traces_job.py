@@ -41,6 +41,7 @@ from swemill.traces.ingest import (
     discover,
     iter_items,
     nothing_usable,
+    relabel,
     state_schema,
 )
 from swemill.traces.records import IngestCounts, Quarantine, TraceState
@@ -107,16 +108,20 @@ def _staged(files: list[str], tmp: str, storage_options: dict[str, Any] | None) 
 
 
 def _partition(ref: StoreRef, run_id: str, opts: IngestOptions, total: int,
-               storage_options: dict[str, Any] | None, k: int,
+               storage_options: dict[str, Any] | None, inputs: list[str], k: int,
                groups: Iterator[list[str]]) -> Iterator[dict[str, Any]]:
     files = [f for group in groups for f in group]
     store, counts, scrub = ref.open(), IngestCounts(), Scrubber()
     buffers: dict[str, list[BaseModel]] = {STATES: [], TRAJECTORIES: [], QUARANTINE: []}
     stage_of = {TraceState: STATES, Trajectory: TRAJECTORIES, Quarantine: QUARANTINE}
     with tempfile.TemporaryDirectory(prefix=scratch_prefix("spark")) as tmp:
+        # files are named relative to the input they came from, as the local path names them
+        roots = [Path(tmp) / p.removeprefix("s3://") if p.startswith("s3://") else Path(p)
+                 for p in inputs]
         for item in iter_items(_staged(files, tmp, storage_options), counts, opts, scrub):
             if isinstance(item, TraceState):
                 item = item.model_copy(update={"messages": []})  # as the local path stores
+            item = relabel(item, roots)
             buffers[stage_of[type(item)]].append(item)
     shard = f"p{k:05d}-of-{total:05d}"
     written = {}
@@ -139,7 +144,7 @@ def ingest_spark(spark: Any, paths: list[str], store: Store, run_id: str | None 
     groups = _groups(files)
     n = max(1, min(partitions or spark.sparkContext.defaultParallelism, len(groups)))
     store.write_manifest(_manifest(run_id, [Path(p) for p in paths], IngestCounts(), "running"))
-    work = partial(_partition, StoreRef.of(store), run_id, opts, n, input_options)
+    work = partial(_partition, StoreRef.of(store), run_id, opts, n, input_options, paths)
     rdd = spark.sparkContext.parallelize(groups, n)
     parts = rdd.mapPartitionsWithIndex(work).collect()
     counts = IngestCounts()

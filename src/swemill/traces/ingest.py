@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,7 @@ from swemill.traces.records import IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
 
 __all__ = ["discover", "iter_items", "ingest", "IngestResult", "state_schema", "classify",
-           "nothing_usable"]
+           "nothing_usable", "relabel", "shown_path"]
 
 STATES, TRAJECTORIES, QUARANTINE = "traces", "trajectories", "quarantine"
 
@@ -202,6 +203,36 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
+_HOME_SEGMENT = re.compile(r"^-(?:home|Users)-[^-]+|^-root(?=-|$)")
+
+
+def shown_path(path: str | Path, roots: list[Path]) -> str:
+    """How a file is named in rows and the manifest: relative to the input it was found
+    under (``projects/-proj/abc.jsonl``), never an absolute local path; a home directory in a
+    Claude Code project folder name (``-home-alice-proj``) becomes ``~``."""
+    p = Path(path).absolute()
+    for root in sorted((r.absolute() for r in roots), key=lambda r: -len(r.parts)):
+        if p == root or root in p.parents:
+            p = p.relative_to(root.parent)
+            break
+    else:
+        p = Path(p.name)
+    return "/".join(_HOME_SEGMENT.sub("~", part) for part in p.parts)
+
+
+def relabel(item: TraceState | Trajectory | Quarantine, roots: list[Path]
+             ) -> TraceState | Trajectory | Quarantine:
+    """``item`` with its file named by :func:`shown_path`."""
+    if isinstance(item, Quarantine):
+        return item.model_copy(update={"file": shown_path(item.file, roots)})
+    if isinstance(item, TraceState):
+        return item.model_copy(update={"source_file": shown_path(item.source_file, roots)})
+    if item.metadata.get("source_file"):
+        meta = dict(item.metadata, source_file=shown_path(item.metadata["source_file"], roots))
+        return item.model_copy(update={"metadata": meta})
+    return item
+
+
 def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str,
               error: str | None = None) -> RunManifest:
     flat: dict[str, int] = {}
@@ -211,7 +242,8 @@ def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str,
         elif isinstance(value, int):
             flat[name] = value
     return RunManifest(
-        run_id=run_id, command="traces ingest", source=" ".join(str(p) for p in paths),
+        run_id=run_id, command="traces ingest",
+        source=" ".join(shown_path(p, paths) for p in paths),
         counts={"traces": flat}, cost_usd=counts.cost_usd, status=status,  # type: ignore[arg-type]
         finished_at=None if status == "running" else utcnow(),
         metadata={"scrubbed": Scrubber.active} | ({"error": error} if error else {}),
@@ -249,6 +281,7 @@ def ingest(
                 # The history is not stored; holding it in the buffer would keep whole
                 # sessions alive until the shard is written.
                 item = item.model_copy(update={"messages": []})
+            item = relabel(item, paths)
             sink = sinks[type(item)]
             sink.add(item)
             del item  # a long session's trajectory is freed as soon as it is in Arrow
