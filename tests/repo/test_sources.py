@@ -208,3 +208,19 @@ def test_pypi_transient_server_errors_are_retried(tmp_path: Path, index: dict[st
     index["fail"] = 2  # the index answers 503 twice, then recovers
     src = resolve_source("pypi:demo-pkg==1.0", cache=tmp_path / "c")
     assert (src.path / "demo_pkg" / "__init__.py").exists() and index["fail"] == 0
+
+
+@pytest.mark.parametrize(("file", "text"), [
+    ("pyproject.toml", '[project]\nname = "Fancy_Lib"\nversion = "1"\n'),
+    ("pyproject.toml", '[tool.poetry]\nname = "fancy-lib"\n'),
+    ("setup.cfg", "[metadata]\nname = fancy.lib\n"),
+    ("setup.py", "from setuptools import setup\nsetup(\n    name='fancy-lib',\n)\n"),
+])
+def test_a_checkout_without_a_remote_is_named_by_its_metadata(tmp_path: Path, file: str,
+                                                               text: str) -> None:
+    """A mirror checked out as ``.../owner+name/repo`` is not called ``repo`` (its name ends
+    up in instance ids and problem statements)."""
+    src = make_tree(tmp_path / "owner+name" / "repo")
+    (src / file).write_text(text)
+    resolved = resolve_source(str(src), cache=tmp_path / "cache")
+    assert resolved.repo == "fancy-lib"

@@ -7,6 +7,7 @@ verified sha256) and a second resolve of the same source needs no network.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -180,7 +181,33 @@ def _resolve_git(spec: str, root: Path) -> ResolvedSource:
     return ResolvedSource(spec, final, name, commit, "git")
 
 
+def _metadata_name(path: Path) -> str | None:
+    """The project's own name: ``[project]`` / ``[tool.poetry]`` in pyproject.toml, then
+    ``[metadata]`` in setup.cfg, then a literal ``name=`` in setup.py."""
+    import configparser
+    import tomllib
+
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError):
+        data = tomllib.loads((path / "pyproject.toml").read_text(encoding="utf-8"))
+        for table in (data.get("project"), data.get("tool", {}).get("poetry")):
+            if isinstance(table, dict) and isinstance(table.get("name"), str):
+                return table["name"]
+    cfg = configparser.ConfigParser(interpolation=None)
+    with contextlib.suppress(OSError, configparser.Error, UnicodeDecodeError):
+        cfg.read(path / "setup.cfg", encoding="utf-8")
+        if cfg.has_option("metadata", "name"):
+            return cfg.get("metadata", "name").strip() or None
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        m = re.search(r"""\bname\s*=\s*["']([A-Za-z0-9._-]+)["']""",
+                      (path / "setup.py").read_text(encoding="utf-8"))
+        if m:
+            return m.group(1)
+    return None
+
+
 def _local_name(path: Path) -> str:
+    """``owner/name`` from the git remote, else the project's metadata name, else the
+    directory's name (a checkout in ``.../owner+name/repo`` is not called ``repo``)."""
     if (path / ".git").exists():
         try:
             url = git(["config", "--get", "remote.origin.url"], path)
@@ -188,6 +215,9 @@ def _local_name(path: Path) -> str:
             url = ""
         if url:
             return repo_name_from_url(url)
+    name = _metadata_name(path)
+    if name:
+        return normalize_name(name)
     return path.name.lower() or "repo"
 
 
