@@ -134,7 +134,8 @@ def test_install_failure_is_one_error_with_the_log_tail(tmp_path: Path) -> None:
     with pytest.raises(EnvBuildError) as err:
         build_env(src, cache=cache)
     first, *tail = str(err.value).splitlines()
-    assert first.startswith(f"install of broken@{src.commit[:12]} failed (exit 1): ")
+    assert src.repo == "forkdemo"  # named by its pyproject, not its folder
+    assert first.startswith(f"install of forkdemo@{src.commit[:12]} failed (exit 1): ")
     assert "swemill-no-such-package-xyz" in first and tail
     assert not (cache / "envs").exists() or not os.listdir(cache / "envs")
     assert list((cache / "logs").glob("*.build.log"))
