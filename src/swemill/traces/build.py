@@ -15,7 +15,7 @@ from typing import Any
 from swemill.core.records import Message, ToolResultBlock, Trajectory, Usage
 from swemill.traces.records import BranchKind, IngestCounts, TraceState
 
-__all__ = ["TurnRef", "SessionPart", "make_trajectory", "make_states"]
+__all__ = ["TurnRef", "SessionPart", "make_trajectory", "make_states", "unique_key"]
 
 
 @dataclass(slots=True)
@@ -139,3 +139,14 @@ def make_states(
         counts.tool_errors += sum(r.is_error for r in state.results)
         counts.add_usage(ref.usage)
         yield state
+
+
+def unique_key(base: str, keys: set[str]) -> str:
+    """``base``, or ``base#2``, ``base#3``... when a session of that key was already read (the
+    same session id in two files: both are kept, apart). Records the key in ``keys``."""
+    key, n = base, 1
+    while key in keys:
+        n += 1
+        key = f"{base}#{n}"
+    keys.add(key)
+    return key

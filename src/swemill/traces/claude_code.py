@@ -29,7 +29,13 @@ from typing import Any
 
 from swemill.core.records import Trajectory
 from swemill.policies.prices import Price, lookup_price
-from swemill.traces.build import SessionPart, TurnRef, make_states, make_trajectory
+from swemill.traces.build import (
+    SessionPart,
+    TurnRef,
+    make_states,
+    make_trajectory,
+    unique_key,
+)
 from swemill.traces.cc_messages import (
     SYNTHETIC_MODEL,
     Load,
@@ -262,12 +268,7 @@ def _session_key(path: Path, log: _Log, subagent: bool, keys: set[str]) -> str:
         parent = str(log.meta.get("session_id") or path.parent.parent.name or "unknown")
         agent = str(log.meta.get("agent_id") or path.stem.removeprefix("agent-"))
         base = f"{parent}/agent-{agent}"
-    key, n = base, 1
-    while key in keys:  # the same session id in two files: keep both, apart
-        n += 1
-        key = f"{base}#{n}"
-    keys.add(key)
-    return key
+    return unique_key(base, keys)
 
 
 def _emit(part: SessionPart, counts: IngestCounts, emitted: set[str],

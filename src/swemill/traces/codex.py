@@ -40,7 +40,13 @@ from swemill.core.records import (
 )
 from swemill.core.toolmap import from_codex
 from swemill.policies.prices import cost_of
-from swemill.traces.build import SessionPart, TurnRef, make_states, make_trajectory
+from swemill.traces.build import (
+    SessionPart,
+    TurnRef,
+    make_states,
+    make_trajectory,
+    unique_key,
+)
 from swemill.traces.claude_code import IngestOptions
 from swemill.traces.lines import iter_records
 from swemill.traces.records import IngestCounts, Quarantine, TraceState
@@ -273,12 +279,7 @@ def ingest_codex_file(path: Path, counts: IngestCounts, keys: set[str],
     for t in s.turns:
         if not opts.price(t.model) and t.usage.input_tokens + t.usage.output_tokens:
             counts.bump("unpriced", t.model or "<no model>")
-    base = s.meta.get("session_id") or path.stem.removeprefix("rollout-")
-    key, n = str(base), 1
-    while key in keys:
-        n += 1
-        key = f"{base}#{n}"
-    keys.add(key)
+    key = unique_key(str(s.meta.get("session_id") or path.stem.removeprefix("rollout-")), keys)
     counts.sessions += 1
     counts.trajectories += 1
     part = SessionPart(session_key=key, source=SOURCE, messages=s.messages, turns=s.turns,

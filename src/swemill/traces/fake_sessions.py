@@ -127,9 +127,9 @@ def _code(rng: random.Random, lines: int) -> str:
     )
 
 
-def _turn(w: SessionWriter, rng: random.Random, n: int) -> None:
-    call_id = f"toolu_{w.session_id}_{n:04d}"
-    path = f"{w.cwd}/src/{rng.choice(_WORDS)}.py"
+def _call(w: SessionWriter, rng: random.Random, call_id: str, path: str,
+          cache_read_max: int) -> None:
+    """One assistant response: thinking, text and one random tool call on ``path``."""
     name, inp = rng.choice([
         ("Bash", {"command": f"pytest -q tests/test_{rng.choice(_WORDS)}.py",
                   "description": "run tests"}),
@@ -138,9 +138,14 @@ def _turn(w: SessionWriter, rng: random.Random, n: int) -> None:
         ("Grep", {"pattern": rng.choice(_WORDS), "path": f"{w.cwd}/src"}),
     ])
     usage = {"input_tokens": rng.randint(5, 50), "output_tokens": rng.randint(50, 800),
-             "cache_read": rng.randint(1000, 40000), "cache_write": rng.randint(0, 3000)}
+             "cache_read": rng.randint(1000, cache_read_max), "cache_write": rng.randint(0, 3000)}
     w.assistant([thinking(_prose(rng, 60)), text(_prose(rng, 30)), tool_use(call_id, name, inp)],
                 usage)
+
+
+def _turn(w: SessionWriter, rng: random.Random, n: int) -> None:
+    call_id = f"toolu_{w.session_id}_{n:04d}"
+    _call(w, rng, call_id, f"{w.cwd}/src/{rng.choice(_WORDS)}.py", 40000)
     w.tool_result(call_id, _code(rng, rng.randint(20, 200)), is_error=rng.random() < 0.1)
 
 
@@ -175,18 +180,7 @@ def _long_turn(w: SessionWriter, rng: random.Random, n: int, hooks: bool) -> Non
     """A turn as a long session writes it: the tool output twice (the message's
     ``tool_result`` and ``toolUseResult``), a hook's progress record, sometimes a snapshot."""
     call_id = f"toolu_{w.session_id}_{n:06d}"
-    path = f"{w.cwd}/src/{rng.choice(_WORDS)}_{n % 50}.py"
-    name, inp = rng.choice([
-        ("Bash", {"command": f"pytest -q tests/test_{rng.choice(_WORDS)}.py",
-                  "description": "run tests"}),
-        ("Read", {"file_path": path}),
-        ("Edit", {"file_path": path, "old_string": _code(rng, 3), "new_string": _code(rng, 4)}),
-        ("Grep", {"pattern": rng.choice(_WORDS), "path": f"{w.cwd}/src"}),
-    ])
-    usage = {"input_tokens": rng.randint(5, 50), "output_tokens": rng.randint(50, 800),
-             "cache_read": rng.randint(1000, 150000), "cache_write": rng.randint(0, 3000)}
-    w.assistant([thinking(_prose(rng, 60)), text(_prose(rng, 30)), tool_use(call_id, name, inp)],
-                usage)
+    _call(w, rng, call_id, f"{w.cwd}/src/{rng.choice(_WORDS)}_{n % 50}.py", 150000)
     if hooks:
         _progress(w, call_id)
     out = _code(rng, rng.randint(20, 200))

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from swemill.core.records import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from swemill.core.toolmap import from_bash_agent, from_swe_agent_action, from_swe_agent_tool_call
 from swemill.core.tools import ToolCall
-from swemill.traces.build import SessionPart, TurnRef, make_states, make_trajectory
+from swemill.traces.build import SessionPart, TurnRef, make_states, make_trajectory, unique_key
 from swemill.traces.lines import head_of
 from swemill.traces.records import IngestCounts, Quarantine
 from swemill.traces.scrub_hook import Scrubber
@@ -71,13 +71,6 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _key(base: str, keys: set[str]) -> str:
-    key, n = base, 1
-    while key in keys:
-        n += 1
-        key = f"{base}#{n}"
-    keys.add(key)
-    return key
 
 
 def _mini_actions(msg: dict[str, Any], call_id: str) -> list[ToolCall]:
@@ -192,7 +185,7 @@ def import_mini_swe_agent(
     cfg = _dict(info.get("config"))
     model_cfg = _dict(cfg.get("model"))
     model = str(model_cfg.get("model_name") or "")
-    acc = _Acc(_key(path.name.removesuffix(".traj.json").removesuffix(".json"), keys), scrub)
+    acc = _Acc(unique_key(path.name.removesuffix(".traj.json").removesuffix(".json"), keys), scrub)
     for msg in doc["messages"]:
         if isinstance(msg, dict):
             _mini_message(acc, msg, model, counts)
@@ -222,7 +215,7 @@ def import_swe_agent(
         yield doc if isinstance(doc, Quarantine) else Quarantine(
             file=str(path), line_no=0, reason="no 'trajectory' list (not a SWE-agent file)")
         return
-    acc = _Acc(_key(path.name.removesuffix(".traj"), keys), scrub)
+    acc = _Acc(unique_key(path.name.removesuffix(".traj"), keys), scrub)
     _swe_head(acc, doc.get("history"))
     steps = [s for s in doc["trajectory"] if isinstance(s, dict)]
     state = _dict(steps[0].get("state")) if steps else {}
