@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from swemill.sandbox.cgroups import CommandCgroups, cgroup_support, leftover_groups
-from swemill.sandbox.leftovers import owner_pid, scratch_dir, sweep_scratch
+from swemill.sandbox.leftovers import owner_pid, remove_own, scratch_dir, sweep_scratch
 
 CGROUPS = cgroup_support().pids or cgroup_support().memory
 
@@ -44,6 +44,20 @@ def test_owner_pid_is_read_from_the_name() -> None:
     for name in ("swemill-ws-abcd", "swemill-bench-ingest-x", "swemill-0-x", "other-12-x",
                  "swemill-12"):
         assert owner_pid(name) is None
+
+
+def test_remove_own_takes_this_process_folders_and_nothing_else(
+        tmp_path: Path, live: subprocess.Popen[bytes]) -> None:
+    # what a SIGTERM landing mid-rmtree in a ``finally`` leaves: a half-removed folder of ours
+    mine = tmp_path / f"swemill-{os.getpid()}-snap-abc"
+    (mine / "tree" / "pkg").mkdir(parents=True)
+    (mine / "tree" / "pkg" / "m.py").write_text("x = 1\n")
+    other = tmp_path / f"swemill-{live.pid}-snap-abc"
+    other.mkdir()
+    lookalike = tmp_path / f"swemill-{os.getpid()}0-snap-abc"  # another pid with our digits
+    lookalike.mkdir()
+    assert remove_own(tmp_path) == [mine]
+    assert not mine.exists() and other.is_dir() and lookalike.is_dir()
 
 
 def test_sweep_removes_folders_of_dead_owners_only(tmp_path: Path,

@@ -101,3 +101,7 @@ def main() -> None:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         console.print(f"[bold red]error:[/] {escape(first)}", highlight=False, soft_wrap=True)
         sys.exit(2)
+    finally:
+        from swemill.sandbox.leftovers import remove_own
+
+        remove_own()  # what a SIGTERM cut short in a ``finally`` (mid-rmtree) is removed here

@@ -22,8 +22,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["PREFIX", "Sweep", "scratch_dir", "scratch_prefix", "owner_pid", "sweep",
-           "sweep_scratch"]
+__all__ = ["PREFIX", "Sweep", "scratch_dir", "scratch_prefix", "owner_pid", "remove_own",
+           "sweep", "sweep_scratch"]
 
 PREFIX = "swemill-"
 _MNT_DETACH = 2
@@ -97,6 +97,28 @@ def sweep_scratch(parent: Path | None = None) -> list[Path]:
             _unmount_under(entry)
             shutil.rmtree(entry, ignore_errors=True)
         if not entry.exists() and not entry.is_symlink():
+            removed.append(entry)
+    return removed
+
+
+def remove_own(parent: Path | None = None) -> list[Path]:
+    """Remove this process's own ``swemill-<pid>-*`` folders; the CLI's last act on the way out.
+
+    A ``finally`` that deletes a folder can itself be cut short by SIGTERM (the signal lands
+    mid-``rmtree``, or between ``mkdtemp`` and the ``try``); this catches what such a cut left."""
+    parent = parent or Path(tempfile.gettempdir())
+    mine = f"{PREFIX}{os.getpid()}-"
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in parent.iterdir():
+            if not entry.name.startswith(mine):
+                continue
+            if entry.is_symlink() or not entry.is_dir():
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+            else:
+                _unmount_under(entry)
+                shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed
 
