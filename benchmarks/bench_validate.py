@@ -189,6 +189,12 @@ def per_min(n: float, cpu_s: float) -> float:
 
 
 def bench(spec: str, args: argparse.Namespace) -> list[str]:
+    return measure(spec, args)[0]
+
+
+def measure(spec: str, args: argparse.Namespace) -> tuple[list[str], dict[str, float]]:
+    """The printed lines and the rates: swemill's and both naive validators' valid tasks per
+    CPU-minute on the same procedural candidates, and the audit's invalid count."""
     src = resolve_source(spec)
     env = build_env(src)
     baseline = run_baseline(env)
@@ -252,7 +258,8 @@ def bench(spec: str, args: argparse.Namespace) -> list[str]:
         f"({unsure} inconclusive); "
         f"verdicts agree with naive on {agree}/{len(sub)}",
     ]
-    return lines
+    return lines, {"swemill": s_rate, "naive120": f_rate, "naive_adaptive": a_rate,
+                   "invalid": float(bad)}
 
 
 def main() -> None:
