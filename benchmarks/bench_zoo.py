@@ -174,8 +174,8 @@ def swemill(*argv: str, timeout: float, env: dict[str, str],
                           preexec_fn=group.enter if group else None)
 
 
-def read_table(root: Path, name: str) -> list[dict[str, object]]:
-    parts = sorted((root / name).glob("run_id=*/**/*.parquet"))
+def read_table(root: Path, name: str, run_id: str) -> list[dict[str, object]]:
+    parts = sorted((root / name / f"run_id={run_id}").glob("**/*.parquet"))
     return [r for p in parts for r in pq.read_table(p).to_pylist()]
 
 
@@ -289,13 +289,14 @@ def one(project: Project, args: argparse.Namespace, base: Path) -> Row:
         row.error = "tasks: " + last_line(proc.stderr or proc.stdout)
         if not manifests:
             return row
-    counts = json.loads(manifests[0].read_text())["counts"].get("tasks", {})
+    manifest = json.loads(manifests[0].read_text())
+    counts, run_id = manifest["counts"].get("tasks", {}), manifest["run_id"]
     row.candidates, row.valid = int(counts.get("in", 0)), int(counts.get("valid", 0))
     row.written = int(counts.get("out", 0))
     row.drops = {k: int(v) for k, v in counts.items()
                  if k not in ("in", "out", "valid") and not k.startswith("skipped_")}
-    goldens = {g["instance_id"]: g for g in read_table(out, "golden")}
-    for task in read_table(out, "tasks"):
+    goldens = {g["instance_id"]: g for g in read_table(out, "golden", run_id)}
+    for task in read_table(out, "tasks", run_id):
         why = revalidate(task, goldens[task["instance_id"]], out, python, roots, args.repeat)
         row.revalidated += 1
         if why:
@@ -383,7 +384,11 @@ def main() -> None:
     base.mkdir(parents=True, exist_ok=True)
     rows = []
     for project in zoo:
-        row = one(project, args, base)
+        try:
+            row = one(project, args, base)
+        except Exception as exc:  # the benchmark's own failure on a project is a row too
+            row = Row(project.spec, project.shape, project.holdout,
+                      error=f"bench: {type(exc).__name__}: {exc}"[:160])
         rows.append(row)
         print(f"{row.spec:34} env {'ok' if row.env_ok else 'FAIL'}  cands {row.candidates:3d}  "
               f"valid {row.valid:3d}  yield {100 * row.yield_:4.0f}%  false "

@@ -7,7 +7,7 @@ import yaml
 
 from swemill.core.records import Drop, RunManifest
 from swemill.corpus.assemble import CorpusConfig, assemble
-from swemill.corpus.card import card_metadata, dataset_card, size_category
+from swemill.corpus.card import card_metadata, dataset_card, features, size_category
 from swemill.corpus.split import SplitConfig
 from swemill.corpus.write import write_corpus
 from swemill.store import Store
@@ -63,6 +63,36 @@ def test_drops_of_this_corpus_are_listed(corpus, tables):
     tables.counts["corpus.sft"]["dropped_unresolved"] += 3
     card = dataset_card(RunManifest(run_id="r3"), tables)
     assert "| corpus.sft: unresolved | 3 |" in card
+
+
+def test_features_are_the_hub_libraries_own_reading_of_the_schemas():
+    datasets = pytest.importorskip("datasets")
+    from swemill.corpus.rows import DPO_SCHEMA, SFT_SCHEMA, WM_SCHEMA
+
+    for schema in (SFT_SCHEMA, DPO_SCHEMA, WM_SCHEMA):
+        theirs = datasets.Features.from_arrow_schema(schema)._to_yaml_list()
+        assert features(schema) == theirs
+
+
+def test_dataset_info_license_links_and_sources(tables):
+    tables.dpo[0]["preference_source"] = "consensus"
+    tables.dpo[0]["license_tier"] = "unknown"
+    card = dataset_card(RunManifest(run_id="r5"), tables, licenses=["MIT"])
+    meta = _front(card)
+    info = {i["config_name"]: i for i in meta["dataset_info"]}
+    assert set(info) == {c["config_name"] for c in meta["configs"]}
+    assert info["dpo"]["splits"] == [
+        {"name": "train", "num_examples": len(tables.dpo)},
+        {"name": "test", "num_examples": len(tables.dpo_holdout)}][:1 + bool(tables.dpo_holdout)]
+    assert {f["name"] for f in info["dpo"]["features"]} >= {"prompt", "chosen", "rejected"}
+    assert meta["license"] == "other" and meta["license_link"].startswith("https://spdx.org/")
+    assert "[MIT](https://spdx.org/licenses/MIT.html)" in card
+    assert "| `unknown` | 1 |" in card
+    # what each kind of pair is, said plainly: consensus is not execution-graded
+    assert "1 DPO pairs from replaying ingested sessions" in card
+    assert "ranked by teacher consensus" in card and "not graded by running tests" in card
+    n_exec = sum(r["preference_source"] == "execution" for r in tables.dpo + tables.dpo_holdout)
+    assert f"{n_exec} DPO pairs ranked by execution" in card
 
 
 def test_hub_loader_reads_the_card_configs(tmp_path, tables):

@@ -41,6 +41,8 @@ def test_corpus_then_report_then_a_second_run_drops_duplicates(tmp_path, corpus)
     assert summary["rows"]["dpo"] + summary["rows"]["dpo_holdout"] == 8
     assert summary["rows"]["wm"] == 32
     assert store.exists("reports/run_id=run1/README.md")
+    # the copy at the root is the one whose data_files paths resolve
+    assert store.read_text("README.md") == store.read_text("reports/run_id=run1/README.md")
     assert store.read_manifest("run1").counts["corpus.sft"]["out"] == 8
     assert len(store.read_records("index/dedup", "run1")) == 16  # 8 rows + 8 pair digests
 

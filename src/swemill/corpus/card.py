@@ -1,9 +1,12 @@
 """The dataset card: ``README.md`` with Hugging Face YAML front matter, and provenance.
 
 The front matter names the license (``other`` with an explanation when any row is not
-redistributable), the task category, tags, size category and one config per table whose
-``data_files`` point at the store layout (``corpus/sft/run_id=<id>/*.parquet`` ...), so the
-card works from the root of the store as uploaded. Only splits that have rows are named.
+redistributable), the task category, tags, size category, one config per table whose
+``data_files`` point at the store layout (``corpus/sft/run_id=<id>/*.parquet`` ...) and, per
+config, ``dataset_info`` with its features (read off the Parquet schema) and split sizes. The
+paths are relative to the store root, so the corpus stage writes the card there
+(:data:`ROOT_CARD_KEY`, the latest corpus run's) as well as under ``reports/run_id=<id>/``.
+Only splits that have rows are named.
 """
 
 from __future__ import annotations
@@ -13,14 +16,20 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+import pyarrow as pa
 import yaml
 
 from swemill.core.records import RunManifest
 from swemill.corpus.assemble import CorpusTables
+from swemill.corpus.rows import DPO_SCHEMA, SFT_SCHEMA, WM_SCHEMA
 from swemill.corpus.write import HOLDOUT_DPO_PREFIX, HOLDOUT_SFT_PREFIX
-from swemill.store.layout import run_prefix
+from swemill.store.layout import report_key, run_prefix
 
-__all__ = ["dataset_card", "card_metadata", "size_category", "provenance"]
+__all__ = ["ROOT_CARD_KEY", "dataset_card", "write_card", "card_metadata", "features",
+           "size_category", "provenance"]
+
+ROOT_CARD_KEY = "README.md"
+"""Where the card's ``data_files`` paths resolve: the store root (as uploaded to a hub)."""
 
 _SIZES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
           (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")]
@@ -46,6 +55,37 @@ def provenance(tables: CorpusTables) -> dict[str, Counter[str]]:
     return out
 
 
+def _feature(name: str | None, t: pa.DataType) -> dict[str, Any]:
+    head: dict[str, Any] = {} if name is None else {"name": name}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = t.value_type
+        if pa.types.is_struct(inner):
+            return {**head, "list": [_feature(f.name, f.type) for f in inner]}
+        return {**head, "list": _feature(None, inner)}
+    if pa.types.is_struct(t):
+        return {**head, "struct": [_feature(f.name, f.type) for f in t]}
+    if isinstance(t, pa.JsonType):
+        return {**head, "dtype": "json"}
+    dtype = {"bool": "bool", "double": "float64", "float": "float32"}.get(str(t), str(t))
+    return {**head, "dtype": dtype}
+
+
+def features(schema: pa.Schema) -> list[dict[str, Any]]:
+    """A Parquet schema as the card's ``dataset_info.features`` (Hugging Face's YAML form:
+    ``dtype`` for scalars, ``list`` of sub-features for lists of structs, ``struct``)."""
+    return [_feature(f.name, f.type) for f in schema]
+
+
+_SPDX = "https://spdx.org/licenses/{}.html"
+_TIER_MEANING = {
+    "redistributable": "the source's license allows republishing the text (see the link)",
+    "trainable-only": "the source may be used for training, but its text may not be "
+                      "republished: keep these rows private",
+    "unknown": "no license could be established for the source (sessions you ingested "
+               "are yours to judge): do not share these rows before you have",
+}
+
+
 def _license(tiers: Counter[str], spdx: Iterable[str]) -> tuple[str, str]:
     """(front-matter license, sentence for the body)."""
     restricted = {t: n for t, n in tiers.items() if t != "redistributable"}
@@ -60,6 +100,44 @@ def _license(tiers: Counter[str], spdx: Iterable[str]) -> tuple[str, str]:
                      "allow training but not republishing their text; `unknown` means no "
                      "license could be established. Filter on the `license_tier` column "
                      "before sharing this dataset.")
+
+
+def _license_table(tiers: Counter[str], spdx: Iterable[str]) -> list[str]:
+    ids = sorted({s for s in spdx if s})
+    links = ", ".join(f"[{i}]({_SPDX.format(i)})" for i in ids) or "none recorded"
+    lines = ["| license tier | rows | licenses | what it means |", "|---|---:|---|---|"]
+    for tier, n in sorted(tiers.items(), key=lambda kv: (-kv[1], kv[0])):
+        names = links if tier == "redistributable" else "—"
+        lines.append(f"| `{tier}` | {n} | {names} | {_TIER_MEANING.get(tier, '')} |")
+    return lines + [""]
+
+
+def _sources(tables: CorpusTables) -> list[str]:
+    """One line per kind of row, saying what it is and how its label was obtained."""
+    sft = Counter(str(r.get("source") or "unknown") for r in tables.sft + tables.sft_holdout)
+    dpo = Counter(str(r.get("preference_source") or "unknown")
+                  for r in tables.dpo + tables.dpo_holdout)
+    what = {
+        "execution": "DPO pairs ranked by execution: both sides were graded by running the "
+                     "task's tests; the chosen side scored higher",
+        "error_signal": "DPO pairs ranked by an error signal: the rejected side's tool call "
+                        "failed where the chosen side's did not (no test run decided it)",
+        "consensus": "DPO pairs from replaying ingested sessions across teacher models, ranked "
+                     "by teacher consensus (the continuation most teachers agreed on is "
+                     "chosen); not graded by running tests",
+        "judge": "DPO pairs ranked by a judge model; not graded by running tests",
+    }
+    kinds = {
+        "rollout": "agent runs on validated tasks, graded by running the task's tests "
+                   "(execution-graded)",
+        "replay": "teacher models' continuations of ingested sessions (not graded by tests)",
+    }
+    out = [f"- {n} SFT row(s) from `{src}` trajectories: "
+           + kinds.get(src, "imported agent sessions, as their tool wrote them (not graded "
+                            "by tests)") for src, n in sorted(sft.items())]
+    out += [f"- {n} {what.get(src, f'DPO pairs with preference source `{src}`')}"
+            for src, n in sorted(dpo.items())]
+    return out + [""]
 
 
 def _config(name: str, run_id: str, stage: str, holdout: str, n_train: int, n_test: int,
@@ -87,6 +165,13 @@ def card_metadata(manifest: RunManifest, tables: CorpusTables,
     if tables.wm:
         configs.append({"config_name": "wm", "data_files": [
             {"split": "train", "path": f"{run_prefix('corpus/wm', rid)}/*.parquet"}]})
+    sizes = {"sft": (len(tables.sft), len(tables.sft_holdout)),
+             "dpo": (len(tables.dpo), len(tables.dpo_holdout)), "wm": (len(tables.wm), 0)}
+    schemas = {"sft": SFT_SCHEMA, "dpo": DPO_SCHEMA, "wm": WM_SCHEMA}
+    info = [{"config_name": c["config_name"], "features": features(schemas[c["config_name"]]),
+             "splits": [{"name": split, "num_examples": n} for split, n in
+                        zip(("train", "test"), sizes[c["config_name"]], strict=True) if n]}
+            for c in configs]
     meta: dict[str, Any] = {
         "license": license_id,
         "task_categories": ["text-generation"],
@@ -95,10 +180,14 @@ def card_metadata(manifest: RunManifest, tables: CorpusTables,
         "size_categories": [size_category(len(_rows(tables)))],
         "pretty_name": f"swemill corpus {rid}",
         "configs": configs,
+        "dataset_info": info,
     }
     if license_id == "other":
         meta["license_name"] = "mixed"
         meta["license_details"] = _license(tiers, licenses)[1]
+        ids = sorted({s for s in licenses if s})
+        if ids:
+            meta["license_link"] = _SPDX.format(ids[0]) if len(ids) == 1 else "README.md#license"
     return meta
 
 
@@ -205,14 +294,13 @@ def dataset_card(manifest: RunManifest, tables: CorpusTables, *, licenses: Itera
         sizes["wm / train"] = len(tables.wm)
     body = [
         f"# {meta['pretty_name']}", "",
-        "Training data for coding agents made by swemill: execution-graded agent "
-        "trajectories (SFT) and preference pairs (DPO) over validated software tasks.", "",
+        "Training data for coding agents made by swemill. What the rows are, and how each "
+        "label was obtained:", "", *_sources(tables),
         f"- run: `{manifest.run_id}` (parent: `{manifest.parent_run_id or 'none'}`), "
         f"schema version {manifest.schema_version}",
         f"- source: `{manifest.source or 'not recorded'}`", "",
         "## Contents", "", *_table(("config / split", "rows"), sizes, ordered=True),
-        "## License", "", license_text, "", *_table(("license tier", "rows"),
-                                                    prov["license_tier"]),
+        "## License", "", license_text, "", *_license_table(prov["license_tier"], licenses),
         "## Provenance", "",
         *_table(("repository", "rows"), prov["repo"]),
         *_table(("strategy", "rows"), prov["strategy"]),
@@ -232,3 +320,11 @@ def dataset_card(manifest: RunManifest, tables: CorpusTables, *, licenses: Itera
     ]
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000)
     return f"---\n{front}---\n\n" + "\n".join(body)
+
+
+def write_card(store: Any, run_id: str, card: str) -> str:
+    """Write the card under the run's reports and at the store root; the run's key."""
+    key = report_key(run_id, "README.md")
+    store.write_text(key, card)
+    store.write_text(ROOT_CARD_KEY, card)  # where its data_files paths resolve
+    return key

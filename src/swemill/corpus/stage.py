@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from swemill.core.errors import CorpusError
 from swemill.core.records import Golden, PreferencePair, RunManifest, Task, Trajectory
 from swemill.corpus.assemble import CorpusConfig, CorpusTables, assemble, empty_reason
-from swemill.corpus.card import dataset_card
+from swemill.corpus.card import dataset_card, write_card
 from swemill.corpus.dedup import NearDupIndex
 from swemill.corpus.write import HOLDOUT_DPO_PREFIX, HOLDOUT_SFT_PREFIX, write_corpus
 from swemill.store import Store
@@ -100,7 +100,7 @@ def run_corpus(store: Store, run_id: str, config: CorpusConfig | None = None, *,
     else:
         card = dataset_card(manifest, tables,
                             licenses=_licenses(store, run_id, inputs["tasks"].values()))
-        store.write_text(card_key, card)
+        write_card(store, run_id, card)
     return CorpusSummary(run_id, rows, tables.manifest_counts(), card_key)
 
 

@@ -46,7 +46,7 @@ from swemill.corpus.assemble import (
     pair_digest,
     row_text,
 )
-from swemill.corpus.card import dataset_card
+from swemill.corpus.card import dataset_card, write_card
 from swemill.corpus.dedup import NearDupIndex, text_hash
 from swemill.corpus.split import Split, SplitItem, family_of, split
 from swemill.corpus.stage import (
@@ -57,7 +57,7 @@ from swemill.corpus.stage import (
 from swemill.corpus.write import write_corpus
 from swemill.spark.common import StoreRef, job_parser
 from swemill.store import Store, shard_name
-from swemill.store.layout import manifest_key, marker_key, part_key, report_key
+from swemill.store.layout import manifest_key, marker_key, part_key
 from swemill.store.parquet import bytes_to_table, table_to_rows
 
 __all__ = ["corpus_spark", "SparkCorpusSummary", "main"]
@@ -289,8 +289,7 @@ def _record(store: Store, run_id: str, summary: SparkCorpusSummary, drops: list[
     tasks = optional_records(store, "tasks", run_id, Task)
     licenses = sorted({str(t.metadata["license_spdx"]) for t in tasks
                        if t.metadata.get("license_spdx")})
-    store.write_text(report_key(run_id, "README.md"), dataset_card(manifest, written,
-                                                                   licenses=licenses))
+    write_card(store, run_id, dataset_card(manifest, written, licenses=licenses))
 
 
 def main(argv: list[str] | None = None) -> int:
