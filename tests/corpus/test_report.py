@@ -100,3 +100,81 @@ def test_hostile_text_is_escaped():
     assert "&lt;script&gt;" in html and "a&amp;b" in html
     for svg in _svgs(html):
         assert svg.tag == f"{SVG_NS}svg"
+
+
+def test_every_stage_s_losses_the_replay_section_and_example_rows(corpus, build):
+    t = next(iter(corpus.tasks.values()))
+    replayed = build.trajectory(t, 1, trajectory_id="s1::teacher-a", usage=Usage(cost_usd=0.5),
+                                policy="openai:teacher-a")
+    replayed.source = "replay"
+    session = build.trajectory(t, 2, trajectory_id="s1", usage=Usage(cost_usd=2.0),
+                               policy="claude-code")
+    session.source = "claude_code"
+    pairs = list(corpus.pairs)
+    pairs[0] = pairs[0].model_copy(update={"preference_source": "consensus"})
+    tables = assemble(corpus.trajectories + [replayed, session], pairs, tasks=corpus.tasks,
+                      goldens=corpus.goldens)
+    manifest = RunManifest(
+        run_id="r3", source="sessions/", teachers=["openai:teacher-a"],
+        counts={"tasks": {"in": 48, "valid": 20, "out": 8, "dropped_no_fail_to_pass": 28},
+                "tasks.procedural": {"in": 30, "valid": 12, "out": 4,
+                                     "dropped_no_fail_to_pass": 18},
+                "traces": {"lines": 900, "quarantined": 3, "quarantined_files": 1,
+                           "dropped.dead_leaf": 2, "reattached": 5},
+                "replay": {"in": 12, "out": 6, "replies_ok": 24}},
+        metadata={"replay": {"divergence_rate": 0.5, "budget": {"spent_usd": 0.5}}})
+    data = report_data(manifest, tables, tasks=corpus.tasks.values(),
+                       trajectories=corpus.trajectories + [replayed, session])
+    # the candidates and the valid ones come from the tasks stage's own counts
+    assert data.yields["procedural"]["candidates"] == 30
+    assert data.yields["procedural"]["valid"] == 12
+    # ingest's losses are drops too; a per-strategy breakdown is not counted twice
+    assert data.drops["traces: quarantined"] == 3 and data.drops["traces: dead_leaf"] == 2
+    assert data.drops["traces: quarantined_files"] == 1
+    assert data.drops["tasks: no_fail_to_pass"] == 28 and "tasks.procedural: no_fail_to_pass" \
+        not in data.drops
+    assert "traces: reattached" not in data.drops  # kept, not lost
+    assert data.replay["pairs"]["consensus"] == 1 and data.replay["divergence_rate"] == 0.5
+    assert data.replay["teacher_cost_usd"] == 0.5
+    assert data.replay["sessions_cost_usd"] == 2.0
+    html = render_report(data)
+    assert "<h2>Replay</h2>" in html and "50.0%" in html and "pairs: consensus" in html
+    assert "40%" in html  # procedural: 12 valid of 30 candidates
+    for kind in ("task", "sft", "dpo"):
+        assert f"<h3>{kind}</h3><pre>" in html
+    assert t.FAIL_TO_PASS[0] in html
+    assert "max-width:1100px" not in html  # the page width is used
+
+
+def test_a_run_without_replay_has_no_replay_section(corpus):
+    tables = assemble(corpus.trajectories, corpus.pairs, tasks=corpus.tasks,
+                      goldens=corpus.goldens)
+    html = render_report(report_data(RunManifest(run_id="r4"), tables,
+                                     tasks=corpus.tasks.values()))
+    assert "<h2>Replay</h2>" not in html and "<h3>dpo</h3>" in html
+
+
+def test_the_report_renders_in_headless_chromium(tmp_path, corpus):
+    import shutil
+    import subprocess
+
+    import pytest
+
+    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
+                    if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no Chromium on this machine")
+    tables = assemble(corpus.trajectories, corpus.pairs, tasks=corpus.tasks,
+                      goldens=corpus.goldens)
+    page = tmp_path / "index.html"
+    page.write_text(render_report(report_data(RunManifest(run_id="r5"), tables,
+                                              tasks=corpus.tasks.values())))
+    shot = tmp_path / "shot.png"
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--enable-logging=stderr", "--v=0", f"--screenshot={shot}",
+                           "--window-size=1400,1800", f"file://{page}"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    console = [ln for ln in done.stderr.splitlines() if "CONSOLE" in ln]
+    assert console == [], console

@@ -168,3 +168,25 @@ def test_no_argument_build_on_a_fresh_root(tmp_path, build_cache, cli) -> None:
         assert ds["train"].num_rows == out["rows"][f"{table}_train"]
     for key in ("card", "report"):
         assert Path(out["locations"][key].removeprefix("file://")).is_file()
+
+
+def test_no_absolute_local_path_in_rows_cards_or_report(sample_build) -> None:
+    """What a user would publish (corpus rows, tasks, both copies of the card, the report)
+    names no path of the machine that built it: not the store, the cache, the home folder."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    root = sample_build.root
+    local = [str(root), str(sample_build.cache), os.path.expanduser("~") + "/", "/tmp/"]
+    published = [*root.glob("corpus/**/*.parquet"), *root.glob("tasks/**/*.parquet"),
+                 root / "README.md", *root.glob("reports/**/*")]
+    assert root / "README.md" in published and (root / "README.md").exists()
+    found = []
+    for path in published:
+        if not path.is_file():
+            continue
+        text = json.dumps(pq.read_table(path).to_pylist(), default=str) \
+            if path.suffix == ".parquet" else path.read_text(errors="replace")
+        found += [f"{path.relative_to(root)}: {p}" for p in local if p in text]
+    assert found == []

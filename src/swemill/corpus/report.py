@@ -1,9 +1,13 @@
 """The run report: one self-contained ``index.html`` (inline CSS and SVG, no scripts, nothing
 fetched), from a :class:`RunManifest` and a few summary tables.
 
-Yields per strategy read ``manifest.counts["synth.<strategy>"]["in"]`` as the candidates a
-strategy proposed when the run recorded it; validated tasks and corpus rows per strategy
-come from the tasks and rows themselves.
+Yields per strategy read the candidates a strategy proposed and the valid ones from
+``manifest.counts["tasks.<strategy>"]`` (``in``, ``valid``; older runs: ``synth.<strategy>``);
+tasks written and corpus rows per strategy come from the tasks and rows themselves. Drops are
+every counted loss of every stage (``dropped_*``, ``skipped_*``, ingest's quarantined lines and
+files and ``dropped.*``). A replay run gets its own section (pairs per preference source,
+divergence rate, teacher cost against the ingested sessions' cost), and three example rows (a
+task, an SFT row, a DPO row; long text cut) show what the data looks like.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
+from typing import Any
 
 from swemill.core.records import RunManifest, Task, Trajectory
 from swemill.corpus.assemble import CorpusTables
@@ -35,21 +40,94 @@ class ReportData:
     license_tiers: Counter[str] = field(default_factory=Counter)
     cost_by_policy: dict[str, float] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
+    replay: dict[str, Any] = field(default_factory=dict)
+    """Only for a run that replayed sessions: pairs per source, divergence, costs."""
+    examples: dict[str, str] = field(default_factory=dict)
+    """``task`` / ``sft`` / ``dpo`` -> a short rendering of one row."""
+
+
+_LOSS_PREFIXES = ("dropped_", "dropped.", "skipped_", "quarantined")
 
 
 def _drops(counts: Mapping[str, Mapping[str, int]]) -> Counter[str]:
+    """Every counted loss, ``"stage: reason"`` -> count (zeros left out)."""
     out: Counter[str] = Counter()
     for stage, c in counts.items():
+        if "." in stage and stage.split(".", 1)[0] in counts:
+            continue  # a per-strategy breakdown of a stage already counted whole
         for key, n in c.items():
-            if key.startswith("dropped_"):
-                out[f"{stage}: {key.removeprefix('dropped_')}"] += n
+            if key.startswith(_LOSS_PREFIXES) and isinstance(n, int) and n:
+                reason = key.removeprefix("dropped_").removeprefix("dropped.")
+                out[f"{stage}: {reason}"] += n
     return out
+
+
+_CUT = 300
+
+
+def _cut(text: str | None, n: int = _CUT) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= n else text[:n] + f" … [{len(text) - n} more characters]"
+
+
+def _messages(messages: Sequence[Mapping[str, Any]], keep: int = 4) -> str:
+    lines = []
+    for m in list(messages)[:keep]:
+        calls = m.get("tool_calls") or []
+        said = _cut(m.get("content")) or ", ".join(
+            f"{c['function']['name']}({_cut(str(c['function']['arguments']), 120)})"
+            for c in calls)
+        lines.append(f"[{m.get('role')}] {said}")
+    if len(messages) > keep:
+        lines.append(f"… {len(messages) - keep} more message(s)")
+    return "\n".join(lines)
+
+
+def _examples(tasks: Sequence[Task], tables: CorpusTables | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if tasks:
+        t = min(tasks, key=lambda t: t.instance_id)
+        out["task"] = (f"{t.instance_id} ({t.repo}, {t.strategy})\n"
+                       f"FAIL_TO_PASS: {', '.join(t.FAIL_TO_PASS[:3])}"
+                       f"{' …' if len(t.FAIL_TO_PASS) > 3 else ''} | PASS_TO_PASS: "
+                       f"{len(t.PASS_TO_PASS)} test(s)\n{_cut(t.problem_statement, 600)}")
+    if tables is not None and (sft := tables.sft + tables.sft_holdout):
+        r = min(sft, key=lambda r: r["trajectory_id"])
+        out["sft"] = f"{r['trajectory_id']} (grade {r['grade']})\n{_messages(r['messages'])}"
+    if tables is not None and (dpo := tables.dpo + tables.dpo_holdout):
+        r = min(dpo, key=lambda r: r["pair_id"])
+        out["dpo"] = (f"{r['pair_id']} ({r['preference_source']})\nprompt: "
+                      f"{len(r['prompt'])} message(s), last:\n{_messages(r['prompt'][-1:])}\n"
+                      f"chosen:\n{_messages(r['chosen'], 2)}\nrejected:\n"
+                      f"{_messages(r['rejected'], 2)}")
+    return out
+
+
+def _replay(manifest: RunManifest, tables: CorpusTables | None,
+            trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    meta = manifest.metadata.get("replay")
+    if not meta and "replay" not in manifest.counts:
+        return {}
+    pairs: Counter[str] = Counter()
+    if tables is not None:
+        pairs.update(str(r["preference_source"]) for r in tables.dpo + tables.dpo_holdout)
+    teacher = sum(t.usage.cost_usd for t in trajectories if t.source == "replay")
+    sessions = sum(t.usage.cost_usd for t in trajectories if t.source != "replay")
+    budget = (meta or {}).get("budget") or {}
+    spent = budget.get("spent_usd") if isinstance(budget, dict) else None
+    return {"pairs": dict(pairs), "divergence_rate": (meta or {}).get("divergence_rate"),
+            "teachers": [t.get("spec", t) if isinstance(t, dict) else t
+                         for t in ((meta or {}).get("pool") or {}).get("teachers", [])]
+            or manifest.teachers,
+            "teacher_cost_usd": spent if isinstance(spent, int | float) else teacher,
+            "sessions_cost_usd": sessions, "counts": dict(manifest.counts.get("replay", {}))}
 
 
 def report_data(manifest: RunManifest, tables: CorpusTables | None = None, *,
                 tasks: Iterable[Task] = (), trajectories: Iterable[Trajectory] = ()) -> ReportData:
     """Gather what the report shows from the run's records."""
     data = ReportData(manifest)
+    tasks, trajectories = list(tasks), list(trajectories)
     yields: dict[str, Counter[str]] = {}
     for t in tasks:
         yields.setdefault(t.strategy, Counter())["tasks"] += 1
@@ -65,9 +143,11 @@ def report_data(manifest: RunManifest, tables: CorpusTables | None = None, *,
                      "dpo": len(tables.dpo), "dpo holdout": len(tables.dpo_holdout),
                      "wm": len(tables.wm)}
     for name, c in yields.items():
-        proposed = manifest.counts.get(f"synth.{name}", {}).get("in")
-        if proposed is not None:
-            c["candidates"] = proposed
+        validated = manifest.counts.get(f"tasks.{name}") or manifest.counts.get(f"synth.{name}")
+        if validated and validated.get("in") is not None:
+            c["candidates"] = validated["in"]
+        if validated and validated.get("valid") is not None:
+            c["valid"] = validated["valid"]
     data.yields = {k: dict(v) for k, v in sorted(yields.items())}
     cost: dict[str, float] = {}
     for traj in trajectories:
@@ -76,15 +156,21 @@ def report_data(manifest: RunManifest, tables: CorpusTables | None = None, *,
         cost[traj.policy] = cost.get(traj.policy, 0.0) + traj.usage.cost_usd
     data.cost_by_policy = dict(cost)
     data.drops = _drops(counts)
+    data.replay = _replay(manifest, tables, trajectories)
+    data.examples = _examples(tasks, tables)
     if not data.license_tiers:
         data.license_tiers = Counter(manifest.license_tiers)
     return data
 
 
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}
+_CSS = """body{font-family:system-ui,sans-serif;margin:1.5em 2em;color:#222}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:.25em .6em;
-text-align:left}td.n{text-align:right}.charts{display:flex;flex-wrap:wrap;gap:1.5em}
+text-align:left;vertical-align:top}td.n{text-align:right}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(480px,1fr));gap:1.5em}
+.charts figure{margin:0}.charts svg{width:100%;height:auto}
+.cols{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:0 2em}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:.6em;margin:.3em 0}
 .muted{color:#777}"""
 
 
@@ -95,12 +181,12 @@ def _kv_table(rows: Sequence[tuple[str, object]]) -> str:
 
 
 def _yield_table(yields: Mapping[str, Mapping[str, int]]) -> str:
-    cols = ("candidates", "tasks", "sft_rows", "dpo_rows")
+    cols = ("candidates", "valid", "tasks", "sft_rows", "dpo_rows")
     head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in ("strategy", *cols, "task yield"))
     body = []
     for name, c in yields.items():
         cand = c.get("candidates")
-        rate = f"{c.get('tasks', 0) / cand:.0%}" if cand else "–"
+        rate = f"{c.get('valid', c.get('tasks', 0)) / cand:.0%}" if cand else "–"
         cells = "".join(f"<td class='n'>{c.get(k, '–')}</td>" for k in cols)
         body.append(f"<tr><th>{escape(name)}</th>{cells}<td class='n'>{rate}</td></tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
@@ -123,6 +209,19 @@ def _charts(d: ReportData) -> list[str]:
     ]
 
 
+def _replay_section(r: Mapping[str, Any]) -> list[str]:
+    if not r:
+        return []
+    rate = r.get("divergence_rate")
+    rows = [("teachers", ", ".join(map(str, r["teachers"])) or "–"),
+            ("divergence rate", f"{rate:.1%}" if isinstance(rate, int | float) else "–"),
+            ("teacher cost (USD)", f"{r['teacher_cost_usd']:.4f}"),
+            ("ingested sessions' cost (USD)", f"{r['sessions_cost_usd']:.4f}"),
+            *((f"pairs: {k}", v) for k, v in sorted(r["pairs"].items()))]
+    return ["<h2>Replay</h2>", _kv_table(rows),
+            _kv_table(sorted(r["counts"].items())) if r["counts"] else ""]
+
+
 def render_report(d: ReportData) -> str:
     """The whole ``index.html`` as one string."""
     m = d.manifest
@@ -133,16 +232,20 @@ def render_report(d: ReportData) -> str:
                ("teachers", ", ".join(m.teachers) or "–"),
                ("graded trajectories", len(d.grades))]
     charts = "".join(f"<figure>{svg}</figure>" for svg in _charts(d))
+    examples = "".join(f"<h3>{escape(kind)}</h3><pre>{escape(text)}</pre>"
+                       for kind, text in d.examples.items())
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>swemill run {escape(m.run_id)}</title><style>{_CSS}</style></head><body>",
         f"<h1>swemill run <code>{escape(m.run_id)}</code></h1>", _kv_table(summary),
-        "<h2>Corpus rows</h2>", _kv_table(list(d.rows.items())) if d.rows
-        else "<p class='muted'>no corpus yet</p>",
-        "<h2>Yield per strategy</h2>", _yield_table(d.yields),
+        "<div class='cols'><div>", "<h2>Corpus rows</h2>", _kv_table(list(d.rows.items()))
+        if d.rows else "<p class='muted'>no corpus yet</p>",
+        "<h2>Yield per strategy</h2>", _yield_table(d.yields), "</div><div>",
+        "<h2>Drops (every stage)</h2>", _kv_table(d.drops.most_common())
+        if d.drops else "<p class='muted'>nothing dropped</p>", "</div></div>",
+        *_replay_section(d.replay),
         "<h2>Charts</h2>", f"<div class='charts'>{charts}</div>",
-        "<h2>Drops</h2>", _kv_table(d.drops.most_common())
-        if d.drops else "<p class='muted'>nothing dropped</p>",
+        "<h2>Example rows</h2>", examples or "<p class='muted'>no rows yet</p>",
         "<h2>Counts per stage</h2>",
         _kv_table([(f"{s}: {k}", v) for s, c in m.counts.items() for k, v in c.items()]),
         "</body></html>",
