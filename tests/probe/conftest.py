@@ -160,3 +160,38 @@ def probe_kit(kit: SimpleNamespace) -> SimpleNamespace:
     if not PROBE_PYTHON.exists():
         pytest.fail(f"{PROBE_PYTHON} is missing: run `make setup` (scripts/setup_probe.sh)")
     return SimpleNamespace(**vars(kit), python=run_probe_python, probe=probe_cli)
+
+
+def _swemill(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "swemill", *args], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ))
+
+
+def _script(command: str):  # type: ignore[no-untyped-def]
+    from swemill.policies.fake_server import tool_reply
+
+    return lambda request: tool_reply("bash", {"command": command})
+
+
+@pytest.fixture(scope="session")
+def replay_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """Sessions ingested, replayed across three fake teachers (the OpenAI wire format on
+    loopback), made into DPO rows by ``swemill corpus``: (store root, run id)."""
+    from tests.replay.conftest import teachers, write_session
+
+    tmp = tmp_path_factory.mktemp("replay-corpus")
+    for i in range(3):
+        write_session(tmp / "logs" / f"s{i}.jsonl", 4, errors={1, 2}, session=f"sess{i}")
+    out = str(tmp / "store")
+    done = _swemill("traces", "ingest", str(tmp / "logs"), "--out", out, "--run-id", "rp",
+                    "--json")
+    assert done.returncode == 0, done.stderr
+    # two teachers agree, one differs: consensus pairs; failing session turns: error pairs
+    with teachers([_script("pytest -q"), _script("pytest -q"), _script("ls")]) as specs:
+        done = _swemill("replay", "--traces", "rp", "--teachers", ",".join(specs),
+                        "--max-usd", "0.5", "--out", out, "--json")
+    assert done.returncode == 0, done.stderr
+    done = _swemill("corpus", "--run", "rp", "--out", out, "--json", "--holdout", "0")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"]["dpo"] > 0
+    return out, "rp"
