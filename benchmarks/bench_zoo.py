@@ -206,10 +206,17 @@ def summary_outcomes(stdout: str, ids: list[str]) -> dict[str, str]:
     broken_files: set[str] = set()
     for line in stdout.splitlines():
         word, _, rest = line.partition(" ")
+        node = rest.split(" - ", 1)[0].strip()
+        if word.startswith("SUBFAILED"):  # a failed subTest: pytest reports the test PASSED
+            tail = line.split(" - ", 1)[0]  # "SUBFAILED(params, with spaces) node"
+            for i in ids:
+                if tail.endswith(" " + i):
+                    seen[i] = "failed"
+            continue
         if word not in _WORDS:
             continue
-        node = rest.split(" - ", 1)[0].strip()
-        seen[node] = _WORDS[word]
+        if seen.get(node) != "failed":
+            seen[node] = _WORDS[word]
         if word == "ERROR" and "::" not in node:
             broken_files.add(node)
     out = {}
