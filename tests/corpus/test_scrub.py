@@ -301,3 +301,16 @@ def test_keep_leaves_chosen_kinds() -> None:
     assert "jane.doe@gmail.com" in kept.text and "34.201.7.77" in kept.text
     assert kept.counts == {"github_token": 1}
     assert scrub(text).counts == {"email": 1, "ipv4": 1, "github_token": 1}
+
+
+def test_parse_keep_names_pii_kinds_only() -> None:
+    from swemill.corpus.scrub import parse_keep
+
+    assert parse_keep("") == frozenset()
+    assert parse_keep("email, IP") == {"email", "ipv4", "ipv6"}
+    text = "mail ops@corp-mail.io from 10.1.2.3 with AKIA" + "IOSFODNN7EXAMPLQ"
+    kept = scrub(text, parse_keep("ipv4,email"))
+    assert "ops@corp-mail.io" in kept.text and "10.1.2.3" in kept.text
+    assert "AKIA" not in kept.text
+    with pytest.raises(ValueError, match="'home_path' cannot be kept"):
+        parse_keep("email,home_path")

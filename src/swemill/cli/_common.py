@@ -21,6 +21,16 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def keep_kinds(spec: str) -> frozenset[str]:
+    """``--scrub-keep`` parsed, or one error line naming what may be kept."""
+    from swemill.corpus.scrub import parse_keep
+
+    try:
+        return parse_keep(spec)
+    except ValueError as exc:
+        fail(f"--scrub-keep: {exc}")
+
+
 def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, BaseModel):
         return obj.model_dump(mode="json")

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from swemill.cli._common import emit_json, fail
+from swemill.cli._common import emit_json, fail, keep_kinds
 
 if TYPE_CHECKING:
     from swemill.corpus.stage import CorpusSummary
@@ -31,6 +31,9 @@ def register(app: typer.Typer) -> None:
             "--no-dedup", help="Keep exact and near duplicates.")] = False,
         no_reasoning: Annotated[bool, typer.Option(
             "--no-reasoning", help="Leave thinking out of the rows.")] = False,
+        scrub_keep: Annotated[str, typer.Option(
+            "--scrub-keep", help="PII kinds to leave in the rows, comma-separated: email, ipv4, "
+            "ipv6, ip (both). Secrets and home paths are always redacted.")] = "",
         resume: Annotated[bool, typer.Option(
             "--resume", help="Skip the run when its corpus and card are already written.")]
         = False,
@@ -50,6 +53,7 @@ def register(app: typer.Typer) -> None:
             fail(f"unknown --group-by {group_by!r}: choose one of {', '.join(GROUPINGS)}")
         config = CorpusConfig(
             reasoning=not no_reasoning, emit_wm="wm" in extra, dedup=not no_dedup,
+            scrub_keep=keep_kinds(scrub_keep),
             split=SplitConfig(holdout_fraction=holdout, seed=seed, group_by=group_by),  # type: ignore[arg-type]
         )
         store = Store.open(out)

@@ -26,12 +26,15 @@ def ingest_cmd(
     prices: Path | None = typer.Option(  # noqa: B008
         None, "--prices", help="JSON price table for models swemill does not know: "
         '{"model-prefix": "IN,OUT"} in $ per million tokens.'),
+    scrub_keep: str = typer.Option(
+        "", "--scrub-keep", help="PII kinds to leave in the texts, comma-separated: email, ipv4, "
+        "ipv6, ip (both). Secrets and home paths are always redacted."),
     json_out: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:
     """One state per assistant turn and one trajectory per session, in the canonical IR.
 
     Exits 1 (after the counts) when nothing in the input was usable."""
-    from swemill.cli._common import console, fail
+    from swemill.cli._common import console, fail, keep_kinds
     from swemill.store import Store
     from swemill.traces.claude_code import IngestOptions
     from swemill.traces.ingest import ingest
@@ -40,7 +43,8 @@ def ingest_cmd(
     if max_line_mb <= 0:
         fail("--max-line-mb must be positive")
     opts = IngestOptions(keep_thinking=not no_thinking, max_line_bytes=int(max_line_mb * 2**20),
-                         prices=_price_table(prices) if prices is not None else {})
+                         prices=_price_table(prices) if prices is not None else {},
+                         scrub_keep=keep_kinds(scrub_keep))
     result = ingest(paths, Store.open(out), run_id, opts)
     counts = result.counts
     if counts.unpriced:

@@ -61,6 +61,8 @@ class CorpusConfig:
     filters: tuple[dict[str, dict[str, Any] | None], ...] | None = None
     """data-juicer style filter ops; None uses the defaults of :class:`FilterChain`."""
     dedup: bool = True
+    scrub_keep: frozenset[str] = frozenset()
+    """PII kinds the scrub leaves in place (``--scrub-keep``); secrets never."""
     split: SplitConfig = field(default_factory=SplitConfig)
 
 
@@ -103,24 +105,25 @@ def _foreign_tool(messages: Sequence[Message]) -> bool:
     return any(c.is_other for m in messages for c in m.tool_calls)
 
 
-def _scrub_block(block: Any, counts: Counter[str]) -> Any:
+def _scrub_block(block: Any, counts: Counter[str], keep: frozenset[str]) -> Any:
     if isinstance(block, TextBlock | ThinkingBlock):
-        res = scrub(block.text)
+        res = scrub(block.text, keep)
         counts.update(res.counts)
         return block.model_copy(update={"text": res.text})
     if isinstance(block, ToolResultBlock):
-        res = scrub(block.content)
+        res = scrub(block.content, keep)
         counts.update(res.counts)
         return block.model_copy(update={"content": res.text})
     if isinstance(block, ToolUseBlock):
-        args, _ = scrub_value(block.call.args, counts)
+        args, _ = scrub_value(block.call.args, counts, keep)
         return block.model_copy(update={"call": block.call.model_copy(update={"args": args})})
     return block
 
 
-def _scrubbed(messages: Sequence[Message], counts: Counter[str]) -> list[Message]:
+def _scrubbed(messages: Sequence[Message], counts: Counter[str],
+              keep: frozenset[str] = frozenset()) -> list[Message]:
     return [
-        m.model_copy(update={"content": [_scrub_block(b, counts) for b in m.content]})
+        m.model_copy(update={"content": [_scrub_block(b, counts, keep) for b in m.content]})
         for m in messages
     ]
 
@@ -186,7 +189,8 @@ class _Run:
             reason = "non_algebra_tool"
         if reason:
             return self.drop("corpus.sft", traj.trajectory_id, reason)
-        clean = traj.model_copy(update={"messages": _scrubbed(traj.messages, self.tables.scrubbed)})
+        clean = traj.model_copy(update={"messages": _scrubbed(
+            traj.messages, self.tables.scrubbed, self.cfg.scrub_keep)})
         row = sft_row(clean, task, tools=self.tools, reasoning=self.cfg.reasoning)
         row["messages"], reason = shape_sft(row["messages"])
         if reason:
@@ -207,11 +211,9 @@ class _Run:
             return self.drop("corpus.dpo", pair.pair_id, "chosen_flagged")
         if _foreign_tool(pair.prompt + pair.chosen + pair.rejected):
             return self.drop("corpus.dpo", pair.pair_id, "non_algebra_tool")
-        counts = self.tables.scrubbed
-        clean = pair.model_copy(update={
-            "prompt": _scrubbed(pair.prompt, counts), "chosen": _scrubbed(pair.chosen, counts),
-            "rejected": _scrubbed(pair.rejected, counts),
-        })
+        counts, keep = self.tables.scrubbed, self.cfg.scrub_keep
+        clean = pair.model_copy(update={side: _scrubbed(getattr(pair, side), counts, keep)
+                                        for side in ("prompt", "chosen", "rejected")})
         row = dpo_row(clean, task, tools=self.tools, reasoning=self.cfg.reasoning)
         if reason := shape_pair(row):
             return self.drop("corpus.dpo", pair.pair_id, reason)

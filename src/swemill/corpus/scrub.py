@@ -52,8 +52,28 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ScrubResult", "RULES", "rules", "scrub", "scrub_value", "placeholder",
-           "shannon_entropy"]
+__all__ = ["KEEPABLE", "ScrubResult", "RULES", "rules", "scrub", "scrub_value", "placeholder",
+           "parse_keep", "shannon_entropy"]
+
+KEEPABLE = ("email", "ipv4", "ipv6")
+"""The kinds a user may choose to keep (``--scrub-keep``): PII that some corpora need, such as
+a networking project's addresses. Secrets and home paths are always redacted."""
+
+
+def parse_keep(spec: str) -> frozenset[str]:
+    """``"email,ip"`` -> ``{"email", "ipv4", "ipv6"}``; ``ip`` names both address kinds.
+
+    Raises ValueError naming what may be kept when a kind is not one of :data:`KEEPABLE`."""
+    kinds: set[str] = set()
+    for name in filter(None, (part.strip().lower() for part in spec.split(","))):
+        if name == "ip":
+            kinds |= {"ipv4", "ipv6"}
+        elif name in KEEPABLE:
+            kinds.add(name)
+        else:
+            raise ValueError(f"{name!r} cannot be kept: choose from "
+                             f"{', '.join((*KEEPABLE, 'ip'))} (secrets are always redacted)")
+    return frozenset(kinds)
 
 
 @dataclass(frozen=True, slots=True)

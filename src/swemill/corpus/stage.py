@@ -93,6 +93,8 @@ def run_corpus(store: Store, run_id: str, config: CorpusConfig | None = None, *,
     rows = write_corpus(store, run_id, tables)
     index.save(store)
     manifest.counts.update(tables.manifest_counts())
+    if config is not None and config.scrub_keep:
+        manifest.metadata["scrub_keep"] = sorted(config.scrub_keep)
     store.write_manifest(manifest)
     if not any(rows[k] for k in ("sft", "sft_holdout", "dpo", "dpo_holdout")):
         if not allow_empty:

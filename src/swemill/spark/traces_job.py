@@ -111,7 +111,7 @@ def _partition(ref: StoreRef, run_id: str, opts: IngestOptions, total: int,
                storage_options: dict[str, Any] | None, inputs: list[str], k: int,
                groups: Iterator[list[str]]) -> Iterator[dict[str, Any]]:
     files = [f for group in groups for f in group]
-    store, counts, scrub = ref.open(), IngestCounts(), Scrubber()
+    store, counts, scrub = ref.open(), IngestCounts(), Scrubber(opts.scrub_keep)
     buffers: dict[str, list[BaseModel]] = {STATES: [], TRAJECTORIES: [], QUARANTINE: []}
     stage_of = {TraceState: STATES, Trajectory: TRAJECTORIES, Quarantine: QUARANTINE}
     with tempfile.TemporaryDirectory(prefix=scratch_prefix("spark")) as tmp:

@@ -66,6 +66,8 @@ class IngestOptions:
     :func:`swemill.traces.ingest.ingest` turns this off."""
     prices: Mapping[str, Price] = field(default_factory=dict)
     """The user's prices by model-name prefix, tried before swemill's own table."""
+    scrub_keep: frozenset[str] = frozenset()
+    """PII kinds the scrubber leaves in place (``--scrub-keep``); secrets never."""
 
     def price(self, model: str) -> Price | None:
         mine = max((k for k in self.prices if model.startswith(k)), key=len, default=None)
@@ -325,7 +327,7 @@ def ingest_session_file(
     logs = [log for log in logs if any(n.kind in ("user", "assistant") for n in log.nodes)]
     if not logs:
         return
-    scrub = scrub or Scrubber()
+    scrub = scrub or Scrubber(opts.scrub_keep)
     with LineReader(path) as reader:
         for log in logs:
             key = _session_key(path, log, subagent, keys)

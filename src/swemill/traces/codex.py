@@ -260,7 +260,8 @@ def ingest_codex_file(path: Path, counts: IngestCounts, keys: set[str],
                       opts: IngestOptions | None = None,
                       scrub: Scrubber | None = None) -> Iterator[Item]:
     """States, the trajectory and quarantine rows of one Codex rollout file."""
-    opts, scrub = opts or IngestOptions(), scrub or Scrubber()
+    opts = opts or IngestOptions()
+    scrub = scrub or Scrubber(opts.scrub_keep)
     s = _Session(opts, scrub)
     lines_before = counts.lines
     for _, rec in iter_records(path, opts.max_line_bytes):

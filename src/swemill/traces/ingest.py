@@ -234,7 +234,7 @@ def relabel(item: TraceState | Trajectory | Quarantine, roots: list[Path]
 
 
 def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str,
-              error: str | None = None) -> RunManifest:
+              error: str | None = None, keep: frozenset[str] = frozenset()) -> RunManifest:
     flat: dict[str, int] = {}
     for name, value in counts:
         if isinstance(value, dict):
@@ -246,7 +246,8 @@ def _manifest(run_id: str, paths: list[Path], counts: IngestCounts, status: str,
         source=" ".join(shown_path(p, paths) for p in paths),
         counts={"traces": flat}, cost_usd=counts.cost_usd, status=status,  # type: ignore[arg-type]
         finished_at=None if status == "running" else utcnow(),
-        metadata={"scrubbed": Scrubber.active} | ({"error": error} if error else {}),
+        metadata={"scrubbed": Scrubber.active} | ({"error": error} if error else {})
+        | ({"scrub_keep": sorted(keep)} if keep else {}),
     )
 
 
@@ -268,13 +269,13 @@ def ingest(
     run_id = run_id or new_run_id()
     # States are stored without their history: do not build it only to drop it.
     opts = dataclasses.replace(opts or IngestOptions(), state_history=False)
-    counts, scrub = IngestCounts(), Scrubber()
+    counts, scrub = IngestCounts(), Scrubber(opts.scrub_keep)
     sinks = {
         TraceState: _Shards(store, STATES, run_id, max_rows, max_bytes, state_schema()),
         Trajectory: _Shards(store, TRAJECTORIES, run_id, max(1, max_rows // 10), max_bytes),
         Quarantine: _Shards(store, QUARANTINE, run_id, max_rows, max_bytes),
     }
-    store.write_manifest(_manifest(run_id, paths, counts, "running"))
+    store.write_manifest(_manifest(run_id, paths, counts, "running", keep=opts.scrub_keep))
     try:
         for item in iter_items(paths, counts, opts, scrub):
             if isinstance(item, TraceState):
@@ -291,12 +292,12 @@ def ingest(
             sink.flush()
     except BaseException as exc:  # any stop, SIGTERM included: the manifest must not say running
         counts.scrubbed = dict(scrub.counts)
-        failed = _manifest(run_id, paths, counts, "failed", _first_line(exc))
+        failed = _manifest(run_id, paths, counts, "failed", _first_line(exc), opts.scrub_keep)
         with contextlib.suppress(SwemillError):  # the store may be what failed: its error wins
             store.write_manifest(failed)
         raise
     counts.scrubbed = dict(scrub.counts)
     error = nothing_usable(counts, run_id)
     store.write_manifest(_manifest(run_id, paths, counts, "failed" if error else "complete",
-                                   error))
+                                   error, opts.scrub_keep))
     return IngestResult(run_id, counts, {s.stage: s.written for s in sinks.values()}, error)

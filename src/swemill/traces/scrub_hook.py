@@ -9,6 +9,7 @@ redacted per kind; the tallies end up in the ingest counts and the run manifest.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from swemill.corpus.scrub import scrub
@@ -22,12 +23,14 @@ class Scrubber:
     active = True
     """False would mean texts are stored as found (the CLI warns when so)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Collection[str] = ()) -> None:
         self.counts: dict[str, int] = {}
+        self.keep = frozenset(keep)
+        """Kinds left in place (``--scrub-keep``); see :data:`swemill.corpus.scrub.KEEPABLE`."""
 
     def text(self, text: str) -> str:
         # The single scrub call site of the traces stage.
-        result = scrub(text)
+        result = scrub(text, self.keep)
         for kind, n in result.counts.items():
             self.counts[kind] = self.counts.get(kind, 0) + n
         return result.text
