@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,8 +31,23 @@ def test_default_chain_keeps_ordinary_code() -> None:
     assert kept == files, dict(chain.counts)
 
 
-def test_default_chain_keeps_real_tool_output() -> None:
+def _history(root: Path) -> Path:
+    """A small repository of its own, so the test runs outside a git checkout too."""
+    env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "dev", "GIT_COMMITTER_NAME": "dev",
+           "GIT_AUTHOR_EMAIL": "dev@example.com", "GIT_COMMITTER_EMAIL": "dev@example.com",
+           "PATH": os.environ["PATH"]}
+    subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
+    for name in ("filters.py", "dedup.py", "split.py"):
+        (root / name).write_text((SRC / "corpus" / name).read_text())
+        subprocess.run(["git", "-C", str(root), "add", name], check=True, env=env)
+        subprocess.run(["git", "-C", str(root), "commit", "-qm", f"corpus: {name} lands"],
+                       check=True, env=env)
+    return root
+
+
+def test_default_chain_keeps_real_tool_output(tmp_path: Path) -> None:
     chain = FilterChain()
+    repo = _history(tmp_path / "repo")
     outputs = [
         subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         for cmd in (
@@ -41,7 +57,7 @@ def test_default_chain_keeps_real_tool_output() -> None:
                 "-c",
                 "import sys, platform; print(sys.version); print(platform.uname())",
             ],
-            ["git", "-C", str(SRC), "log", "--stat", "-3"],
+            ["git", "-C", str(repo), "log", "--stat", "-3"],
             ["df", "-h"],
         )
     ]
