@@ -39,7 +39,7 @@ def test_pyproject_test_extras_groups_and_pytest_config(tmp_path: Path) -> None:
     assert r.requires_python == ">=3.9"
     assert r.extras == ["tests"]  # a test extra wins; dev and docs are not installed
     assert r.packages == ["pytest-xdist", "freezegun", "pytest-asyncio"]
-    assert r.pytest_args == ["-ra", "--strict-markers"]
+    assert r.pytest_args == ["-ra", "--strict-markers", "-p", "no:warnings"]  # as pytest reads it
     assert r.test_paths == ["tests"]
     assert r.all_packages()[-2:] == ["pytest", "coverage"]
 
@@ -101,6 +101,8 @@ def test_pytest_ini_wins_over_pyproject(tmp_path: Path) -> None:
     (["--cov", "pkg", "--cov-branch", "-p", "randomly", "--import-mode=importlib"],
      ["--import-mode=importlib"]),
     (["--lf", "--randomly-seed=3", "--random-order", "-Werror"], ["-Werror"]),
+    (["-p", "pytester", "-ptests.plugin", "-p", "no:warnings", "-pxdist", "-p", "no:xdist"],
+     ["-p", "pytester", "-p", "tests.plugin", "-p", "no:warnings", "-p", "no:xdist"]),
 ])
 def test_filter_addopts(given: list[str], kept: list[str]) -> None:
     assert filter_addopts(given) == kept

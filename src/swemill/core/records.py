@@ -96,6 +96,10 @@ class Baseline(_Record):
     durations_s: dict[str, float]
     """Per test node id: median duration across runs."""
     flaky: list[str] = Field(default_factory=list)
+    collect_errors: dict[str, str] = Field(default_factory=dict)
+    """Collection node id (a module, a package) -> its error, in any run: its tests are in no
+    list, and a candidate's run where it fails again has not broken the tree's imports (an
+    optional test dependency that is not installed, say)."""
     coverage: dict[str, list[str]] = Field(default_factory=dict)
     """``"path/to/file.py::Qual.name"`` -> node ids of the tests that execute that function."""
     suite_wall_s: float = 0.0

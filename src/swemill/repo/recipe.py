@@ -35,8 +35,13 @@ _NOT_FOR_TESTS = re.compile(
 _DROP_OPTS = {"-x", "--exitfirst", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
               "--stepwise", "--pdb", "-q", "-v", "-vv", "--quiet", "--verbose", "--cov-append"}
 _DROP_WITH_VALUE = {"-n", "--numprocesses", "--dist", "--maxfail", "--cov", "--cov-report",
-                    "--cov-config", "--cov-fail-under", "--junitxml", "--junit-xml", "-p",
+                    "--cov-config", "--cov-fail-under", "--junitxml", "--junit-xml",
                     "--timeout", "--durations", "--reruns", "--randomly-seed"}
+# Plugins an addopts ``-p NAME`` may not load (they parallelise, reorder or measure coverage
+# of their own); every other ``-p`` stays, a suite's fixtures and ini options may need it.
+_DROP_PLUGINS = {"xdist", "xdist.plugin", "xdist.looponfail", "randomly", "pytest_randomly",
+                 "random_order", "random-order", "pytest_random_order", "pytest_cov",
+                 "pytest_cov.plugin", "cov", "rerunfailures", "pytest_rerunfailures"}
 _OPT_PLUGINS = {"asyncio_mode": "pytest-asyncio", "timeout": "pytest-timeout",
                 "mock_use_standalone_module": "pytest-mock"}
 
@@ -277,18 +282,29 @@ def _pytest_config(root: Path, pyproject: dict[str, Any], r: Recipe) -> None:
 
 
 def filter_addopts(args: list[str]) -> list[str]:
-    """Drop options that stop early, parallelise, randomise, or add coverage of their own."""
+    """Drop options that stop early, parallelise, randomise, or add coverage of their own;
+    ``-p`` options stay (as ``-p NAME``) unless they load a plugin that does one of those."""
     out: list[str] = []
     skip = False
+    plugin = False
     for arg in args:
         if skip:
             skip = False
+            continue
+        if plugin or (arg.startswith("-p") and arg != "-p"):
+            name = arg if plugin else arg[2:]
+            plugin = False
+            if name.startswith("no:") or name.strip() not in _DROP_PLUGINS:
+                out += ["-p", name.strip()]
+            continue
+        if arg == "-p":
+            plugin = True
             continue
         name = arg.split("=", 1)[0]
         if name in _DROP_WITH_VALUE or (name.startswith("-n") and name[2:].isdigit()):
             skip = "=" not in arg and name == arg and not name[2:].isdigit()
             continue
-        if name in _DROP_OPTS or name.startswith(("--cov", "--random", "-p")):
+        if name in _DROP_OPTS or name.startswith(("--cov", "--random")):
             continue
         out.append(arg)
     return out

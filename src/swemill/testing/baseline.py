@@ -25,7 +25,7 @@ from swemill.testing.report import TestRunReport
 from swemill.testing.runner import command_line, run_tests
 from swemill.testing.timeouts import SuiteTimeout, suite_timeout_for
 
-__all__ = ["run_baseline", "combine_runs", "load_baseline", "fresh_sandbox"]
+__all__ = ["run_baseline", "collect_errors", "combine_runs", "load_baseline", "fresh_sandbox"]
 
 Step = Callable[[str], None]
 
@@ -76,7 +76,7 @@ def run_baseline(env: RepoEnv, *, backend: str = "auto", runs: int = 3,
     startup = measure_startup(env, backend, outcomes, durations)
     baseline = Baseline(
         repo=env.repo, commit=env.commit, env_key=env.key, runs=runs, outcomes=outcomes,
-        durations_s=durations, flaky=flaky,
+        durations_s=durations, flaky=flaky, collect_errors=collect_errors(reports),
         coverage=build_coverage_map(reports[0].coverage, env.source_path),
         suite_wall_s=round(statistics.median(r.wall_s for r in reports[1:] or reports), 3),
         startup_s=startup, test_cmd=command_line(env, "/workspace"),
@@ -94,6 +94,15 @@ def _check(report: TestRunReport, env: RepoEnv, bound: SuiteTimeout, run: int) -
     if not report.trustworthy:
         raise TestRunError(f"baseline run {run} of {env.repo} cannot be trusted: "
                            f"{report.problem}")
+
+
+def collect_errors(reports: list[TestRunReport]) -> dict[str, str]:
+    """Every node that failed to collect in any of the runs, with its first message."""
+    errors: dict[str, str] = {}
+    for r in reports:
+        for nodeid, message in r.collect_errors.items():
+            errors.setdefault(nodeid, message[:600])
+    return dict(sorted(errors.items()))
 
 
 def combine_runs(reports: list[TestRunReport]

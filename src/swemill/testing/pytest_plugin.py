@@ -1,5 +1,9 @@
 """swemill's pytest reporter, loaded with ``-p _swemill_report`` inside the repo's own venv.
 
+PYTEST_DONT_REWRITE: the warm server imports this module before pytest starts, and under a
+suite's ``filterwarnings = error`` pytest's "already imported so cannot be rewritten" warning
+about it would end every run (exit 4); it holds no ``assert`` to rewrite anyway.
+
 It is copied into the environment's site-packages, so it must run on any Python >= 3.8 and
 pytest >= 6 and import nothing but the standard library, pytest and (if asked) coverage.
 

@@ -129,10 +129,13 @@ class CheckContext:
         ids = set().union(*(r.outcomes for r in runs))
         flaky = sorted(t for t in ids if len({r.outcomes.get(t) for r in runs}) > 1)
         outcomes: dict[str, TestStatus] = {t: runs[0].outcomes.get(t, "error") for t in ids}
+        uncollected = {t: "did not collect" for r in runs for t, o in r.outcomes.items()
+                       if "::" not in t and o in FAILING}
         durations = {t: self.baseline.durations_s.get(t, max(self.baseline.durations_s.values(),
                                                              default=1.0)) for t in ids}
         return Baseline(repo=self.baseline.repo, commit=commit, env_key=self.baseline.env_key,
                         runs=n, outcomes=outcomes, durations_s=durations, flaky=flaky,
+                        collect_errors=dict(sorted(uncollected.items())),
                         startup_s=self.baseline.startup_s, test_cmd=self.baseline.test_cmd)
 
 
@@ -148,9 +151,12 @@ def select_tests(cand: Candidate, baseline: Baseline) -> list[str] | None:
     return sorted(tests & eligible, key=lambda t: (durations.get(t, 0.0), t))
 
 
-def _imports(ev: RunEvidence) -> bool:
-    """False when a module could not even be collected (the broken tree does not import)."""
-    return not any("::" not in k and v in FAILING for k, v in ev.outcomes.items())
+def _imports(ev: RunEvidence, baseline: Baseline) -> bool:
+    """False when a module could not even be collected (the broken tree does not import);
+    a module that did not collect at baseline either says nothing about the candidate."""
+    known = baseline.collect_errors
+    return not any("::" not in k and v in FAILING and k not in known
+                   for k, v in ev.outcomes.items())
 
 
 def _refused(cand: Candidate, reason: str, commit: str, detail: str = "") -> Checked:
@@ -190,7 +196,8 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
     res = worker.run(selected, ctx.timeout(baseline, selected),
                      ctx.deadlines(baseline, selected))
     broken = evidence_of(res, selected)
-    first = decide(baseline=baseline, applied=True, imports=_imports(broken), broken=broken,
+    first = decide(baseline=baseline, applied=True, imports=_imports(broken, baseline),
+                   broken=broken,
                    golden_runs=[], selected=selected)
     if first.reason != "not_solvable":  # F2P / P2P already settled it: no golden run
         if first.reason == "untrusted_log" and (res.exit_code < 0 or not res.outcomes):

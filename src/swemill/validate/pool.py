@@ -118,7 +118,8 @@ class WorkerPool:
         return sum(w.restarts for w in self._workers)
 
     def image_stats(self) -> dict[str, object]:
-        """Runs served by the workers' head images, and the others' reasons (by count)."""
+        """Runs served by the workers' head images, the others' reasons (by count), and
+        the runs that went to a fresh interpreter (``cold``)."""
         if not self._workers:
             return self._closed_image
         fallbacks: Counter[str] = Counter()
@@ -126,7 +127,8 @@ class WorkerPool:
             fallbacks.update(w.image_fallbacks)
         errors = sorted({w.image_error for w in self._workers if w.image_error})
         return {"served": sum(w.image_runs for w in self._workers),
-                "fallbacks": dict(sorted(fallbacks.items())), "errors": errors}
+                "fallbacks": dict(sorted(fallbacks.items())), "errors": errors,
+                "cold": sum(w.cold_runs for w in self._workers)}
 
     def close(self) -> None:
         if self._exec is not None:

@@ -76,6 +76,8 @@ class WarmWorker:
         if not ready.get("ready"):
             raise SandboxError(f"warm worker did not start: {ready}")
         self.startup_s = float(ready.get("startup_s", 0.0))
+        self.preloaded: list[str] = [str(p) for p in ready.get("preloaded") or []]
+        """Workspace files the server imported itself (see :mod:`.warm_server`)."""
 
     def _read_line(self, timeout: float) -> dict:
         assert self.proc.stdout is not None
@@ -122,10 +124,13 @@ class WarmWorker:
         return self._ask({"op": "image", "args": args, "timeout": timeout}, timeout + 30.0)
 
     def run(self, args: list[str], timeout: float,
-            deadlines: Deadlines | None = None) -> WarmResult:
+            deadlines: Deadlines | None = None, *, cold: bool = False) -> WarmResult:
         """Run pytest with ``args`` in a fresh child; ``timeout`` bounds the child, and
-        ``deadlines`` bound single tests within it."""
+        ``deadlines`` bound single tests within it. ``cold``: the child is a fresh
+        interpreter, not a fork of the warm one."""
         request: dict[str, object] = {"args": args, "timeout": timeout}
+        if cold:
+            request["cold"] = True
         if deadlines:
             request.update(deadlines.request())
         return self._result(self._ask(request, timeout + 30.0))

@@ -13,7 +13,10 @@ bounds the whole run; ``deadlines`` (optional) bound single tests: a test still 
 that long after it started (setup, call and teardown) has the run killed as timed out, and
 ``hung`` names it; ``cpu_deadlines`` (optional) do the same in CPU seconds of the test
 process since the test started. The project is never imported in this parent
-process, so every child sees the workspace as it is on disk at that moment.
+process, so every child sees the workspace as it is on disk at that moment -- except the
+workspace files the server did import before forking (``"preloaded"`` in the ready line: the
+project is a dependency of pytest or a plugin). A request with ``"cold": true`` runs in a
+fresh interpreter instead (the fork execs one), for a tree that edits one of those.
 
 The head image. ``{"op": "image", "args": [...], "timeout": s}`` forks, while the workspace
 is at the head commit, a long-lived *image*: a process that imports the project and collects
@@ -119,6 +122,21 @@ def _child(args: list[str], result_path: str, log_path: str, progress: int) -> N
         os._exit(code)
 
 
+def _exec_cold(args: list[str], result_path: str, log_path: str, progress: int) -> None:
+    """Become a fresh interpreter that runs ``args`` as :func:`_child` would: for a tree that
+    edits a file this server imported before forking (a dependency of pytest itself, a
+    plugin), which no fork of it can see."""
+    os.set_inheritable(progress, True)
+    spec = json.dumps({"args": args, "result": result_path, "log": log_path,
+                       "progress": progress})
+    os.execv(sys.executable, [sys.executable, "-u", os.path.abspath(__file__), "--cold", spec])
+
+
+def _cold_main(spec: dict) -> None:
+    """The fresh interpreter of a cold run (see :func:`_exec_cold`)."""
+    _child(list(spec["args"]), str(spec["result"]), str(spec["log"]), int(spec["progress"]))
+
+
 def _proc_cpu(pid: int) -> float | None:
     """CPU seconds process ``pid`` has used so far (all its threads), from /proc."""
     try:
@@ -221,6 +239,8 @@ def _serve_one(request: dict, workdir: str, child: Callable[[str, str, int], Non
         args = list(request["args"])
 
         def child(result: str, log: str, progress: int) -> None:
+            if request.get("cold"):
+                _exec_cold(args, result, log, progress)
             _child(args, result, log, progress)
 
     with tempfile.TemporaryDirectory(prefix="warm-") as tmp:
@@ -919,6 +939,7 @@ def _warm_up(cache_dir: str) -> float:
         if name:
             with contextlib.suppress(Exception):
                 __import__(name)
+    _quiet_preloaded(set(sys.modules))
     # Everything imported so far lives as long as the server: keep it out of the children's
     # collections (pytest runs gc.collect() at the end of every session).
     gc.collect()
@@ -926,15 +947,59 @@ def _warm_up(cache_dir: str) -> float:
     return time.monotonic() - start
 
 
-def main() -> None:
-    workdir = sys.argv[1] if len(sys.argv) > 1 else os.getcwd()
+def _quiet_preloaded(names: set[str]) -> None:
+    """pytest warns that a plugin it was told to assertion-rewrite was "already imported so
+    cannot be rewritten"; for a module this server imported before pytest started that is
+    the warm-up, not the suite, and under ``filterwarnings = error`` the warning would end
+    every run (exit 4). Only that one warning, only for those modules, is left out."""
+    try:
+        from _pytest.assertion.rewrite import AssertionRewritingHook
+    except ImportError:
+        return
+    warn = getattr(AssertionRewritingHook, "_warn_already_imported", None)
+    if warn is None:
+        return
+
+    def _warn_already_imported(self, name):  # noqa: ANN001, ANN202 - pytest's signature
+        if name not in names:
+            warn(self, name)
+
+    AssertionRewritingHook._warn_already_imported = _warn_already_imported  # type: ignore[method-assign]
+
+
+def _preloaded_files(workdir: str) -> list[str]:
+    """Workspace files (relative) of the modules this server has imported: a child forked
+    from it never re-imports them, so a tree that edits one must run cold."""
+    top = os.path.realpath(workdir)
+    files = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and _inside(path, top):
+            files.add(os.path.relpath(os.path.realpath(path), top))
+    return sorted(files)
+
+
+def _fix_path(workdir: str) -> None:
+    """``sys.path`` as ``python -m pytest`` run in ``workdir`` has it: the working directory
+    first (rootdir-relative imports, ``-p tests.plugin``), never swemill's own directory."""
     here = os.path.dirname(os.path.abspath(__file__))
     if sys.path and os.path.abspath(sys.path[0] or ".") == here:
         del sys.path[0]  # swemill's own files must not shadow the project's modules
+    sys.path.insert(0, workdir)
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--cold":
+        _fix_path(os.getcwd())
+        _cold_main(json.loads(sys.argv[2]))
+        return
+    workdir = sys.argv[1] if len(sys.argv) > 1 else os.getcwd()
+    _fix_path(workdir)
     out = sys.stdout
     image = _ImageHandle()
     with tempfile.TemporaryDirectory(prefix="swemill-code-") as cache_dir:
-        ready = {"ready": True, "startup_s": _warm_up(cache_dir), "pid": os.getpid()}
+        ready = {"ready": True, "startup_s": _warm_up(cache_dir), "pid": os.getpid(),
+                 "preloaded": _preloaded_files(workdir)}
         out.write(json.dumps(ready) + "\n")
         out.flush()
         try:

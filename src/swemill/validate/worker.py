@@ -10,6 +10,10 @@ whose edited functions the image swaps in. The worker decides that from the byte
 so a golden run on a tree that is byte for byte the head tree, or a broken run of a body-only
 edit, costs a fork and the selected tests. Whatever the image cannot serve exactly runs the
 ordinary way, and the reasons are counted (``image_fallbacks``).
+
+A tree that differs from what the server itself imported before forking (the project is a
+dependency of pytest, like pluggy, or a pytest plugin the server loaded) cannot be seen by
+any fork of it: such a run goes cold, to a fresh interpreter (``cold_runs``).
 """
 
 from __future__ import annotations
@@ -126,6 +130,9 @@ class Worker:
         self.image_runs = 0
         self.image_fallbacks: Counter[str] = Counter()
         """Why selected runs at head were not served by the head image, by reason."""
+        self._preloaded: dict[str, bytes | None] = {}
+        """Workspace files the server imported itself, as they were when it started."""
+        self.cold_runs = 0
 
     # -- the warm server ----------------------------------------------------------------
 
@@ -146,6 +153,7 @@ class Worker:
         self._spawned = spawned
         self._warm = warm
         self._image = False
+        self._preloaded = {rel: self._bytes(rel) for rel in warm.preloaded}
         if self._start_image():
             return warm  # collecting the suite in the image compiled everything already
         if self._prewarm_s:
@@ -194,6 +202,14 @@ class Worker:
             changed.append(rel)
         return changed
 
+    def _bytes(self, rel: str) -> bytes | None:
+        target = self.root / rel
+        return target.read_bytes() if target.is_file() else None
+
+    def _stale_server(self) -> bool:
+        """Does the tree differ from a file the server imported before forking?"""
+        return any(self._bytes(rel) != data for rel, data in self._preloaded.items())
+
     def _stop(self) -> None:
         self._image = False
         if self._warm is not None:
@@ -211,7 +227,9 @@ class Worker:
         A server that died (killed for memory, say) is restarted once and the run repeated;
         if it dies again the error propagates to the candidate, which is then dropped.
         """
-        if nodeids and self._image and self._warm is not None and self._warm.alive:
+        cold = self._warm is not None and self._stale_server()
+        if nodeids and not cold and self._image and self._warm is not None \
+                and self._warm.alive:
             changed = self._changed_py()
             if changed is None:
                 self.image_fallbacks["tree differs from head beyond .py edits"] += 1
@@ -238,9 +256,11 @@ class Worker:
                 warm = self._start()
                 if attempt or self.restarts:
                     self.restarts += 1
+            cold = cold or self._stale_server()  # a restarted server imported this tree
             try:
-                result = warm.run(args, timeout, deadlines)
+                result = warm.run(args, timeout, deadlines, cold=cold)
                 self.cpu_s += result.cpu_s
+                self.cold_runs += cold
                 return result
             except SandboxError:
                 self._stop()
