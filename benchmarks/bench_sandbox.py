@@ -14,6 +14,11 @@ Goals: bwrap overhead (full backend minus bare subprocess) under 20 ms; fork of 
 10,000-file workspace under 200 ms.
 
     .venv/bin/python benchmarks/bench_sandbox.py [--repeat 30]
+
+With ``--against REV`` it instead measures REV's sandbox and this checkout's side by side in one
+run, alternating (see ``sandbox_against.py``), and prints medians and ratios, wall and CPU:
+
+    .venv/bin/python benchmarks/bench_sandbox.py --against 40de007 [--rounds 12]
 """
 
 from __future__ import annotations
@@ -125,7 +130,19 @@ def bench_copy(ws: Path, repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--against", metavar="REV", help="compare with REV's sandbox code")
+    parser.add_argument("--rounds", type=int, default=12, help="alternations (--against)")
+    parser.add_argument("--per-round", type=int, default=10, help="runs per round and kind")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker or args.against:
+        import sandbox_against
+
+        if args.worker:
+            sandbox_against.worker()
+        else:
+            sandbox_against.against(args.against, args.rounds, args.per_round)
+        return
     rows: list[tuple[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="swemill-bench-") as tmp:
         small = make_workspace(Path(tmp) / "small", 50)

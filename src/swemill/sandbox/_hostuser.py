@@ -55,8 +55,32 @@ def drop_argv() -> tuple[str, ...]:
         raise SandboxUnavailable("setpriv not found (running as root, swemill needs it to drop "
                                  "sandboxed code to an unprivileged uid); fix: apt-get install "
                                  "-y util-linux")
-    return (exe, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+    user, group = _names(uid)
+    return (exe, f"--reuid={user}", f"--regid={group}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--")
+
+
+def _names(uid: int) -> tuple[str, str]:
+    """How to name ``uid`` (and the group of the same number) to setpriv.
+
+    setpriv looks every argument up as a name first. A number that is no name goes past
+    ``/etc/passwd`` to the next NSS module (loading it, e.g. ``libnss_systemd``, costs ~0.3 ms
+    per command), so names are passed when ``/etc/passwd`` / ``/etc/group`` (which the sandbox
+    sees too) hold exactly one entry of that name and it has this number.
+    """
+    return _file_name("/etc/passwd", uid) or str(uid), _file_name("/etc/group", uid) or str(uid)
+
+
+def _file_name(path: str, number: int) -> str | None:
+    try:
+        rows = [line.split(":") for line in Path(path).read_text().splitlines()]
+    except (OSError, UnicodeDecodeError):
+        return None
+    rows = [r for r in rows if len(r) > 2 and r[0] and not r[0].startswith(("+", "-", "#"))]
+    names = [r[0] for r in rows if r[2] == str(number)]
+    if len(names) != 1 or names[0].isdigit():
+        return None
+    return names[0] if [r[0] for r in rows].count(names[0]) == 1 else None
 
 
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -17,17 +17,18 @@ import contextlib
 import fcntl
 import os
 import selectors
-import shlex
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 from swemill.core.errors import SandboxError
+from swemill.sandbox._launch import GUARD_FAIL
+from swemill.sandbox._launch import start as launch
 from swemill.sandbox.base import ExecResult, KilledReason, Limits
 from swemill.sandbox.cgroups import CommandCgroups, cgroup_support
 
-__all__ = ["Capture", "DiskWatch", "guarded_argv", "open_cgroups", "run_guarded"]
+__all__ = ["Capture", "DiskWatch", "open_cgroups", "run_guarded"]
 
 _CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031
@@ -104,47 +105,6 @@ class DiskWatch:
         return self.over
 
 
-_GUARD_FAIL = "swemill-guard: cannot enter the command's cgroup"
-
-
-def _ulimits(limits: Limits, cg: CommandCgroups | None) -> list[str]:
-    """``ulimit`` settings for /bin/sh (POSIX units: -f in 512-byte blocks, -v in KiB)."""
-    out = ["-c 0"]
-    if limits.file_size_mb is not None:
-        out.append(f"-f {limits.file_size_mb * 2048}")
-    if limits.memory_mb is not None and (cg is None or not cg.limits_memory):
-        out.append(f"-v {limits.memory_mb * 1024}")
-    if limits.pids is not None and (cg is None or not cg.limits_pids) and os.geteuid() != 0:
-        # RLIMIT_NPROC counts every process of the uid (and root ignores it), so it is set
-        # relative to what the user already runs; cgroups are the real answer.
-        out.append(f"-u {limits.pids + _uid_process_count()}")
-    return out
-
-
-def _uid_process_count() -> int:
-    uid = os.getuid()
-    count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                count += entry.stat().st_uid == uid
-    return count
-
-
-def guarded_argv(argv: Sequence[str], limits: Limits, cg: CommandCgroups | None) -> list[str]:
-    """Wrap ``argv`` in a tiny shell that moves *itself* into the cgroups, sets the rlimits
-    and execs the command (same pid). A shell rather than a Python ``preexec_fn``: forking a
-    large Python process for a preexec hook costs ~15 ms, the shell under 1 ms."""
-    fail = f'{{ echo "{_GUARD_FAIL}" >&2; exit 125; }}'
-    lines = [f"echo $$ > {shlex.quote(os.fsdecode(p))} || {fail}"
-             for p in (cg.procs_files if cg is not None else [])]
-    # dash (Debian's /bin/sh) names the process limit -p, bash -u
-    lines += [f"ulimit {u} 2>/dev/null || ulimit -p {u[3:]} || exit 125" if u.startswith("-u ")
-              else f"ulimit {u} || exit 125" for u in _ulimits(limits, cg)]
-    lines.append('exec "$@"')
-    return ["/bin/sh", "-c", "\n".join(lines), "swemill-guard", *argv]
-
-
 def open_cgroups(limits: Limits) -> CommandCgroups | None:
     if limits.pids is None and limits.memory_mb is None:
         return None
@@ -161,21 +121,16 @@ def open_cgroups(limits: Limits) -> CommandCgroups | None:
 
 def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
                 stdin: bytes | None, limits: Limits, timeout: float,
-                usage: Callable[[], int] | None = None) -> ExecResult:
+                usage: Callable[[], int] | None = None, held: bool = False) -> ExecResult:
     """Run ``argv`` under ``limits`` and return what it did (never raises for the command's
     own failures; raises :class:`SandboxError` when it cannot be started). ``usage``
-    measures the workspace (bytes) for the disk cap; it is also called once at the end."""
+    measures the workspace (bytes) for the disk cap; it is also called once at the end.
+    ``held``: ``argv`` is a bwrap command line, started held (see :mod:`._launch`)."""
     cg = open_cgroups(limits)
     try:
-        guarded = guarded_argv(argv, limits, cg)
         start = time.perf_counter()
-        try:
-            proc = subprocess.Popen(
-                guarded, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env), cwd=cwd,
-                start_new_session=True, close_fds=True)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SandboxError(f"cannot start {argv[0]}: {exc}") from exc
+        proc = launch(argv, held=held, env=env, cwd=cwd, stdin=stdin is not None,
+                      limits=limits, cg=cg)
         out, err = Capture(limits.output_bytes), Capture(limits.output_bytes)
         watch = DiskWatch(usage, limits.disk_mb) if usage is not None else None
         timed_out = _pump(proc, stdin, out, err, timeout, lambda: _kill_tree(proc, cg), watch)
@@ -183,7 +138,7 @@ def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
         if watch is not None:
             watch.poll()  # the final measure, also the last sweep of what the command left
         code = proc.returncode
-        if code == 125 and err.text().startswith(_GUARD_FAIL):
+        if not held and code == 125 and err.text().startswith(GUARD_FAIL):
             raise SandboxError(err.text().strip())
         exit_code = 128 - code if code < 0 else code
         reason = _reason(cg, exit_code, code < 0, timed_out,

@@ -13,8 +13,8 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from swemill.core.errors import SandboxError
-from swemill.sandbox._run import guarded_argv, open_cgroups
+from swemill.sandbox._launch import start as launch
+from swemill.sandbox._run import open_cgroups
 from swemill.sandbox.base import KilledReason, Limits
 from swemill.sandbox.cgroups import CommandCgroups
 
@@ -70,15 +70,14 @@ class Spawned:
 
 
 def spawn_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, limits: Limits,
-                  on_close: Callable[[], None]) -> Spawned:
+                  on_close: Callable[[], None], held: bool = False) -> Spawned:
+    """Start ``argv`` under ``limits`` (``held``: a bwrap command line, see :mod:`._launch`)."""
     cg = open_cgroups(limits)
     try:
-        proc = subprocess.Popen(guarded_argv(argv, limits, cg), stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-                                cwd=cwd, start_new_session=True, close_fds=True)
-    except (OSError, subprocess.SubprocessError) as exc:
+        proc = launch(argv, held=held, env=env, cwd=cwd, stdin=True, limits=limits, cg=cg)
+    except BaseException:
         if cg is not None:
             cg.remove()
         on_close()
-        raise SandboxError(f"cannot start {argv[0]}: {exc}") from exc
+        raise
     return Spawned(proc, cg, on_close)

@@ -36,6 +36,8 @@ class TreeSandbox:
     """A sandbox over a :class:`~swemill.sandbox.fork.Tree`; backends add ``exec``."""
 
     workdir: str
+    _held = False
+    """Commands are bwrap command lines, started held (see :mod:`._launch`)."""
 
     def __init__(self, workspace: Path, *, binds: Sequence[Bind] = (),
                  env: Mapping[str, str] | None = None, limits: Limits = DEFAULT_LIMITS,
@@ -92,7 +94,7 @@ class TreeSandbox:
         argv, where = self._command(cmd, cwd)
         self._prepare()
         return run_guarded(argv, env=env, cwd=where, stdin=stdin, limits=self.limits,
-                           timeout=timeout, usage=self._sweep)
+                           timeout=timeout, usage=self._sweep, held=self._held)
 
     def spawn(self, cmd: Sequence[str] | str, *, env: Mapping[str, str] | None = None,
               cwd: str | None = None) -> Spawned:
@@ -105,7 +107,7 @@ class TreeSandbox:
         with self._lock:
             self._active += 1
         return spawn_guarded(argv, env={**BASE_ENV, **self.env, **(env or {})}, cwd=where,
-                             limits=self.limits, on_close=self._spawn_done)
+                             limits=self.limits, on_close=self._spawn_done, held=self._held)
 
     def _spawn_done(self) -> None:
         self._sweep()

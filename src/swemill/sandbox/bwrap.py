@@ -15,7 +15,10 @@ unprivileged host uid of :mod:`swemill.sandbox._hostuser` with no capabilities a
 
 Limits come from :mod:`swemill.sandbox._run`: per-command cgroups (else rlimits), a file-size
 rlimit, a wall clock that kills the whole tree (the pid namespace dies with its first process,
-``--die-with-parent`` ties that to us, and the cgroup is emptied), and capped output.
+``--die-with-parent`` ties that to us, and the cgroup is emptied), and capped output. bwrap is
+started *held* (:mod:`swemill.sandbox._launch`): once the sandbox is built, its child waits
+until this process has moved it into the cgroups and set its rlimits, so no shell of ours runs
+on the way in.
 """
 
 from __future__ import annotations
@@ -154,6 +157,7 @@ class BwrapSandbox(TreeSandbox):
     """Runs commands with bubblewrap over one workspace (see the module docstring)."""
 
     workdir = WORKSPACE
+    _held = True
 
     def __init__(self, workspace: Path, *, binds: Sequence[Bind] = (),
                  env: Mapping[str, str] | None = None, limits: Limits = DEFAULT_LIMITS,

@@ -224,6 +224,16 @@ class CommandCgroups:
             finally:
                 os.close(fd)
 
+    def add(self, pid: int) -> None:
+        """Move process ``pid`` into the groups (a held sandbox before it starts the command)."""
+        data = str(pid).encode()
+        for procs in self._procs:
+            fd = os.open(procs, os.O_WRONLY)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
     def members(self) -> list[int]:
         pids: set[int] = set()
         for d in self.dirs:
