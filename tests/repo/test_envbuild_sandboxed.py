@@ -45,7 +45,11 @@ try:
     probe["wrote_outside"] = True
 except OSError:
     probe["wrote_outside"] = False
-Path(sys.prefix, "install-probe.json").write_text(json.dumps(probe))
+Path(sys.prefix, f"install-probe-{{os.getpid()}}.json").write_text(json.dumps(probe))
+Path("probe_pkg", "_generated.py").write_text("GENERATED = True")
+leak = Path("probe_pkg", "leak.txt")
+if not os.path.lexists(leak):
+    leak.symlink_to({secret!r})
 setup(name="probe-pkg", version="0.1", packages=["probe_pkg"])
 '''
 
@@ -91,8 +95,10 @@ def test_install_code_runs_unprivileged_offline_and_without_the_callers_variable
         (repo / "tests" / "test_probe.py").write_text(
             "from probe_pkg import VALUE\n\ndef test_value():\n    assert VALUE == 1\n")
         outside = tmp_path / "escaped.txt"
+        secret = tmp_path / "host-secret.txt"
+        secret.write_text(SENTINEL)
         (repo / "setup.py").write_text(textwrap.dedent(SETUP_PY.format(
-            port=listener.port, outside=str(outside))))
+            port=listener.port, outside=str(outside), secret=str(secret))))
         env = {**os.environ, "SWEMILL_CACHE": str(tmp_path / "cache"), "COLUMNS": "200",
                "AWS_SECRET_ACCESS_KEY": SENTINEL}
         proc = subprocess.run([sys.executable, "-m", "swemill", "env", str(repo), "--json"],
@@ -101,18 +107,26 @@ def test_install_code_runs_unprivileged_offline_and_without_the_callers_variable
         baseline_connects = listener.accepted
     finally:
         listener.close()
-    probes = list((tmp_path / "cache" / "envs").glob("*/venv/install-probe.json"))
-    assert len(probes) == 1, "setup.py did not run during the build"
-    probe = json.loads(probes[0].read_text())
-    assert probe["uid"] != 0 and probe["euid"] != 0
-    if sandbox_uid() is not None:
-        assert probe["uid"] == DEFAULT_UID
-    assert "AWS_SECRET_ACCESS_KEY" not in probe["environ"]
-    assert SENTINEL not in json.dumps(probe["environ"])
-    assert probe["connected"] is False, probe
+    # setup.py runs more than once (asked for its build requirements, then installing)
+    probes = list((tmp_path / "cache" / "envs").glob("*/venv/install-probe-*.json"))
+    assert len(probes) >= 2, "setup.py did not run during the build"
+    for probe in (json.loads(p.read_text()) for p in probes):
+        assert probe["uid"] != 0 and probe["euid"] != 0
+        if sandbox_uid() is not None:
+            assert probe["uid"] == DEFAULT_UID
+        assert "AWS_SECRET_ACCESS_KEY" not in probe["environ"]
+        assert SENTINEL not in json.dumps(probe["environ"])
+        assert probe["connected"] is False, probe
+        assert probe["wrote_outside"] is False and not outside.exists()
     assert baseline_connects == 1  # only this test's own check reached the listener
-    assert probe["wrote_outside"] is False and not outside.exists()
     venv = probes[0].parent
     left = [p for p in venv.rglob("*") if p.lstat().st_uid != os.geteuid()]
     assert left == [], f"still owned by the sandbox user: {left[:5]}"
-    assert json.loads(proc.stdout)["counts"] == {"passed": 1}  # and the env works
+    out = json.loads(proc.stdout)
+    assert out["counts"] == {"passed": 1}  # and the env works
+    # a file the build generated reaches the working copy; a link it planted does not
+    work = Path(out["source"]["path"])
+    assert (work / "probe_pkg" / "_generated.py").is_file()
+    assert not os.path.lexists(work / "probe_pkg" / "leak.txt")
+    assert SENTINEL not in "".join(p.read_text() for p in (venv.parent.parent / "generated")
+                                   .rglob("*") if p.is_file())

@@ -107,8 +107,10 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("suite duration", f"{s['suite_wall_s']:.2f} s (start-up {s['startup_s']:.2f} s)"),
         ("coverage map", f"{s['coverage_functions']} functions"),
     ]
+    from rich.markup import escape
+
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(key, escape(value))  # ".[tests]" is an extra, not a style
     Console().print(table)  # the summary is the command's output: stdout
 
 

@@ -22,14 +22,17 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
 from swemill.core.errors import EnvBuildError
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, write_text_atomic
+from swemill.repo.generated import collect_generated, place_generated
 from swemill.repo.install import (
     build_requires,
+    dynamic_build_requires,
     install_project,
     project_requirement,
     run_inside,
@@ -38,6 +41,7 @@ from swemill.repo.install import (
 from swemill.repo.pyselect import pick_python
 from swemill.repo.recipe import Recipe, detect_recipe, has_tests
 from swemill.repo.relocate import relocate_editable
+from swemill.repo.scm import derive_version, scm_versioned, version_env
 from swemill.repo.sources import ResolvedSource
 from swemill.repo.uvbin import find_uv
 from swemill.sandbox.base import WORKSPACE, Bind, ExecResult
@@ -62,6 +66,8 @@ class RepoEnv:
     base_prefix: Path
     import_roots: list[str] = field(default_factory=list)
     """Workspace-relative directories the project imports from (``.`` or ``src``)."""
+    generated: list[str] = field(default_factory=list)
+    """Files the install wrote into its tree, placed into the working copy (``generated``)."""
 
     @property
     def venv(self) -> Path:
@@ -116,7 +122,8 @@ def load_env(path: Path, src_path: Path) -> RepoEnv | None:
         return None
     return RepoEnv(key=meta["key"], path=path, repo=meta["repo"], commit=meta["commit"],
                    source_path=src_path, recipe=recipe, python_version=meta["python_version"],
-                   base_prefix=Path(meta["base_prefix"]), import_roots=meta["import_roots"])
+                   base_prefix=Path(meta["base_prefix"]), import_roots=meta["import_roots"],
+                   generated=list(meta.get("generated", [])))
 
 
 def build_env(src: ResolvedSource, *, cache: Path | None = None, recipe: Recipe | None = None,
@@ -133,13 +140,13 @@ def build_env(src: ResolvedSource, *, cache: Path | None = None, recipe: Recipe 
     final = root / "envs" / key
     with entry_lock(root, f"env-{key}"):
         env = load_env(final, src.path)
-        if env is not None and not rebuild and _requested(final) == _recipe_hash(recipe):
-            return env
-        with atomic_dir(final, replace=True) as tmp:
-            _build_into(tmp, final, src, recipe)
-    env = load_env(final, src.path)
-    if env is None:  # pragma: no cover - a rename that succeeded always leaves env.json
-        raise EnvBuildError(f"environment {key} vanished after it was built")
+        if env is None or rebuild or _requested(final) != _recipe_hash(recipe):
+            with atomic_dir(final, replace=True) as tmp:
+                _build_into(tmp, final, src, recipe)
+            env = load_env(final, src.path)
+        if env is None:  # pragma: no cover - a rename that succeeded always leaves env.json
+            raise EnvBuildError(f"environment {key} vanished after it was built")
+        place_generated(final / "generated", src.path, env.generated)
     return env
 
 
@@ -157,12 +164,12 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     work = tmp / "build-src"  # the install's own copy: the cached working copy stays clean
     shutil.copytree(src.path, work, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     venv = tmp / "venv"
-    project = None
+    project, generated = None, []
     if recipe.editable and _is_project(work):
-        _run(_wheels_cmd(uv, venv, build_requires(work)), log, src)
-        _log_inside(install_project(uv, venv, work, recipe.extras, base_prefix,
-                                    _INSTALL_TIMEOUT_S), log, src, "install")
+        build = _Build(uv, venv, work, base_prefix, log, src)
+        recipe = build.install(recipe)
         project = project_requirement(venv, [WORKSPACE, str(work)], recipe.extras)
+        generated = collect_generated(work, src.path, tmp / "generated")
     reqs = wheel_only_requirements(src.path, recipe.requirement_files, tmp)
     _run(_deps_cmd(uv, venv, project, reqs, recipe), log, src, cwd=tmp)
     roots = relocate_editable(venv, work, WORKSPACE) if project else []
@@ -173,8 +180,60 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     write_text_atomic(tmp / "recipe.json", recipe.model_dump_json(indent=2) + "\n")
     meta = {"key": final.name, "repo": src.repo, "commit": src.commit, "spec": src.spec,
             "requested_recipe": _recipe_hash(requested),
-            "python_version": version, "base_prefix": str(base_prefix), "import_roots": roots}
+            "python_version": version, "base_prefix": str(base_prefix), "import_roots": roots,
+            "generated": generated}
     write_text_atomic(tmp / "env.json", json.dumps(meta, indent=2) + "\n")
+
+
+@dataclass(slots=True)
+class _Build:
+    """The project's own install: build requirements outside, the backend's code inside."""
+
+    uv: str
+    venv: Path
+    work: Path
+    base_prefix: Path
+    log: Path
+    src: ResolvedSource
+
+    def install(self, recipe: Recipe) -> Recipe:
+        """Install the project in development mode; returns ``recipe`` with what was derived."""
+        static = build_requires(self.work)
+        _run(_wheels_cmd(self.uv, self.venv, static), self.log, self.src)
+        env: dict[str, str] = {}
+        if scm_versioned(self.work, static):
+            version, where = derive_version(self.src.path)
+            env = version_env(version, _dist_name(self.work))
+            recipe = _noted(recipe, f"version {version} from {where} (the version comes from "
+                                    "git, and the install sees no .git)")
+        extra, asked = dynamic_build_requires(self.venv, self.work, self.base_prefix, self.uv,
+                                              _INSTALL_TIMEOUT_S, env)
+        _log_result(asked, self.log, "build requirements of the backend")
+        extra = [r for r in extra if _req_key(r) not in {_req_key(s) for s in static}]
+        if extra:
+            _run(_wheels_cmd(self.uv, self.venv, extra), self.log, self.src)
+            recipe = _noted(recipe, f"build backend asks for {extra}")
+        _log_inside(install_project(self.uv, self.venv, self.work, recipe.extras,
+                                    self.base_prefix, _INSTALL_TIMEOUT_S, env),
+                    self.log, self.src, "install")
+        return recipe
+
+
+def _noted(recipe: Recipe, line: str) -> Recipe:
+    return recipe.model_copy(update={"evidence": [*recipe.evidence, line]})
+
+
+def _req_key(req: str) -> str:
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else req
+
+
+def _dist_name(work: Path) -> str | None:
+    try:
+        name = tomllib.loads((work / "pyproject.toml").read_text()).get("project", {}).get("name")
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def _recipe_hash(recipe: Recipe) -> str:
@@ -201,6 +260,13 @@ def _deps_cmd(uv: str, venv: Path, project: str | None, reqs: list[Path],
     for req in reqs:
         cmd += ["-r", str(req)]
     return cmd + recipe.all_packages()
+
+
+def _log_result(result: ExecResult, log: Path, what: str) -> None:
+    with open(log, "a") as fh:
+        fh.write(f"$ (in the sandbox) {what}\n{result.stdout}{result.stderr}")
+        if not result.ok:
+            fh.write(f"({what}: exit {result.exit_code}; going on without)\n")
 
 
 def _log_inside(result: ExecResult, log: Path, src: ResolvedSource, what: str) -> None:
@@ -262,14 +328,30 @@ def _run(cmd: list[str], log: Path, src: ResolvedSource, *, cwd: Path | None = N
 def _fail(summary: str, log: Path) -> NoReturn:
     """Raise with the log's tail, keeping a copy of the log outside the doomed temp dir."""
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    last = max((i for i, ln in enumerate(lines) if ln.startswith("$ ")), default=-1)
     tail = lines[-_LOG_TAIL:]
-    raise EnvBuildError(f"{summary}: {_reason_line(tail)}\n" + "\n".join(tail)
+    raise EnvBuildError(f"{summary}: {reason_line(lines[last + 1:])}\n" + "\n".join(tail)
                         + f"\n(full log: {_keep_log(log)})")
 
 
-def _reason_line(tail: list[str]) -> str:
-    """The line of the log that says why: the first error, with its cause when it ends in ':'."""
-    clean = [ln.strip(" ×╰─▶│|").strip() for ln in tail if not ln.startswith("$ ")]
+_COMPILER = re.compile(r"\b(fatal error|error):\s", re.I)
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|NotFound)"
+                        r"(?::\s.*)?$")
+_HINT = re.compile(r"^(hint|help|note|warning)\b", re.I)
+
+
+def reason_line(step: list[str]) -> str:
+    """The line of a failed step's output that says why, not the package manager's advice:
+    a compiler's first error, else the last exception a traceback raised, else the first
+    error line (with the cause it announces)."""
+    clean = [ln.strip(" ×╰─▶│|").strip() for ln in step]
+    clean = [ln for ln in clean if ln and not _HINT.match(ln)]
+    for ln in clean:
+        if _COMPILER.search(ln) and re.match(r"^\S+\.(c|cc|cpp|h|pyx|f90|rs):\d+", ln):
+            return ln
+    exceptions = [ln for ln in clean if _EXCEPTION.match(ln)]
+    if exceptions:
+        return exceptions[-1]
     for i, ln in enumerate(clean):
         if re.search(r"\berror\b|No solution|not found|failed", ln, re.I):
             nxt = clean[i + 1] if i + 1 < len(clean) else ""

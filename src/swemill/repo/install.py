@@ -5,6 +5,9 @@ sandbox; outside, uv only downloads and unpacks wheels, which runs no package co
 
 1. outside: the project's build requirements (``[build-system] requires``, read as text), from
    wheels only (``--only-binary :all:``), into the venv being built;
+1b. inside (:func:`dynamic_build_requires`): the backend's own answer to "what else do you
+   need to build in development mode" (PEP 517/660 ``get_requires_for_build_editable``; hatchling
+   says ``editables``, for one), installed outside as in 1;
 2. inside (:func:`install_project`): ``uv pip install --offline --no-build-isolation
    --no-deps -e /workspace`` over a private copy of the working copy, as the sandbox user,
    with no network, none of the caller's variables, the venv the only writable host path;
@@ -31,11 +34,12 @@ from swemill.sandbox import Bind, Limits, open_sandbox
 from swemill.sandbox._hostuser import lend, take_back
 from swemill.sandbox.base import ExecResult
 
-__all__ = ["build_requires", "install_project", "project_requirement", "run_inside",
-           "wheel_only_requirements"]
+__all__ = ["build_requires", "dynamic_build_requires", "install_project", "project_requirement",
+           "run_inside", "wheel_only_requirements"]
 
 _DEFAULT_BUILD = ["setuptools>=40.8.0", "wheel"]  # what pip and uv assume without a pyproject
 _MAX_INCLUDES = 20
+_MAX_DYNAMIC = 50
 _LOCAL = re.compile(r"^(-e|--editable)\b|^(\.|/|~|file:)")
 _INCLUDE = re.compile(r"^(-r|--requirement)[\s=]+(\S+)")
 _CONSTRAINT = re.compile(r"^(-c|--constraint)[\s=]+(\S+)")
@@ -54,7 +58,7 @@ def build_requires(work: Path) -> list[str]:
 
 
 def install_project(uv: str, venv: Path, work: Path, extras: list[str], base_prefix: Path,
-                    timeout: float) -> ExecResult:
+                    timeout: float, env: dict[str, str] | None = None) -> ExecResult:
     """Install the project at ``work`` in development mode into ``venv``, inside a sandbox."""
     def argv(workdir: str) -> list[str]:
         target = workdir + (f"[{','.join(extras)}]" if extras else "")
@@ -62,16 +66,56 @@ def install_project(uv: str, venv: Path, work: Path, extras: list[str], base_pre
                 "--no-progress", "--python", str(venv / "bin" / "python"), "-e", target]
 
     return run_inside(argv, uv=uv, venv=venv, work=work, base_prefix=base_prefix,
-                      timeout=timeout)
+                      timeout=timeout, env=env)
+
+
+# Run by the venv's interpreter inside the sandbox: asks the backend (the PEP 517 default when
+# none is named) what it needs beyond [build-system] requires to build in development mode.
+_ASK_BACKEND = r"""
+import json, sys, tomllib, importlib
+try:
+    bs = tomllib.load(open("pyproject.toml", "rb")).get("build-system", {})
+except FileNotFoundError:
+    bs = {}
+sys.path[:0] = bs.get("backend-path", [])
+name, _, attr = bs.get("build-backend", "setuptools.build_meta:__legacy__").partition(":")
+backend = importlib.import_module(name)
+for part in filter(None, attr.split(".")):
+    backend = getattr(backend, part)
+hook = getattr(backend, "get_requires_for_build_editable", None) or \
+    getattr(backend, "get_requires_for_build_wheel", None)
+print("\n@@swemill-requires@@" + json.dumps(list(hook({}) if hook else [])))
+"""
+_MARK = "@@swemill-requires@@"
+
+
+def dynamic_build_requires(venv: Path, work: Path, base_prefix: Path, uv: str, timeout: float,
+                           env: dict[str, str] | None = None) -> tuple[list[str], ExecResult]:
+    """The backend's extra build requirements for a development-mode install (asked inside)."""
+    result = run_inside(lambda _: [str(venv / "bin" / "python"), "-c", _ASK_BACKEND], uv=uv,
+                        venv=venv, work=work, base_prefix=base_prefix, timeout=timeout, env=env)
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith(_MARK):
+            try:
+                reqs = json.loads(line[len(_MARK):])
+            except ValueError:
+                break
+            if isinstance(reqs, list):
+                return [r for r in reqs if isinstance(r, str)][:_MAX_DYNAMIC], result
+            break
+    return [], result
 
 
 def run_inside(argv: Callable[[str], list[str]], *, uv: str, venv: Path, work: Path,
-               base_prefix: Path, timeout: float) -> ExecResult:
-    """Run ``argv(workdir)`` in a sandbox over ``work`` with ``venv`` lent writable to it."""
+               base_prefix: Path, timeout: float,
+               env: dict[str, str] | None = None) -> ExecResult:
+    """Run ``argv(workdir)`` in a sandbox over ``work`` with ``venv`` lent writable to it.
+    ``env`` adds variables swemill derived (never the caller's)."""
     binds = [Bind(host=venv, inside=str(venv), writable=True), Bind(host=Path(uv), inside=uv)]
     if not str(base_prefix).startswith("/usr/"):
         binds.append(Bind(host=base_prefix, inside=str(base_prefix)))
-    env = {"UV_CACHE_DIR": "/tmp/uv-cache", "UV_LINK_MODE": "copy", "UV_OFFLINE": "1",
+    env = {**(env or {}),
+           "UV_CACHE_DIR": "/tmp/uv-cache", "UV_LINK_MODE": "copy", "UV_OFFLINE": "1",
            "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     limits = Limits(timeout_s=timeout, memory_mb=8192, pids=4096, net=False)
     lend(venv)

@@ -1,0 +1,163 @@
+"""Projects versioned from git build without ``.git`` in the install's copy, the files their
+build generates reach the test workspace, and a failed build names its real cause.
+
+Regression: an scm-versioned project (setuptools-scm, hatch-vcs) failed to install because the
+build copy has no ``.git``; given a version by hand, it installed, but every test module then
+failed to import the ``_version.py`` the build wrote into the throw-away copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from swemill.repo.envbuild import reason_line
+from swemill.repo.generated import collect_generated, place_generated
+from swemill.repo.scm import derive_version, scm_versioned, version_env
+from swemill.repo.sources import git
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    return root
+
+
+def tagged_repo(root: Path, tag: str, commits_after: int) -> Path:
+    write(root, {"a.txt": "a\n"})
+    git(["init", "-q", "-b", "main"], root)
+    git(["add", "-A"], root)
+    git(["commit", "-q", "-m", "first"], root)
+    git(["tag", tag], root)
+    for i in range(commits_after):
+        write(root, {"a.txt": f"{i}\n"})
+        git(["commit", "-q", "-am", f"c{i}"], root)
+    return root
+
+
+def test_version_from_git_describe_pkg_info_or_a_fallback(tmp_path: Path) -> None:
+    exact = tagged_repo(tmp_path / "exact", "v1.2.3", 0)
+    assert derive_version(exact) == ("1.2.3", "git describe")
+    past = tagged_repo(tmp_path / "past", "release-2.0", 2)
+    version, where = derive_version(past)
+    head = git(["rev-parse", "HEAD"], past)
+    assert (version, where) == (f"2.0.post2+g{head[:9]}", "git describe")
+    write(past, {"PKG-INFO": "Metadata-Version: 2.1\nName: p\nVersion: 2.0.1\n\nbody\n"})
+    assert derive_version(past) == ("2.0.1", "PKG-INFO")  # the sdist's own version wins
+    untagged = tmp_path / "untagged"
+    untagged.mkdir()
+    assert derive_version(untagged) == ("0.0.0", "no tag and no PKG-INFO")
+
+
+def test_which_projects_take_their_version_from_git(tmp_path: Path) -> None:
+    assert scm_versioned(tmp_path, ["hatchling", "hatch-vcs"])
+    assert scm_versioned(tmp_path, ["setuptools>=64", "setuptools_scm[toml]>=8"])
+    assert not scm_versioned(tmp_path, ["setuptools>=61", "wheel"])
+    write(tmp_path, {"pyproject.toml": "[tool.pdm.version]\nsource = 'scm'\n"})
+    assert scm_versioned(tmp_path, ["pdm-backend"])
+    env = version_env("1.0", "my.dist-name")
+    assert env["SETUPTOOLS_SCM_PRETEND_VERSION_FOR_MY_DIST_NAME"] == "1.0"
+    assert env["SETUPTOOLS_SCM_PRETEND_VERSION"] == env["PDM_BUILD_SCM_VERSION"] == "1.0"
+
+
+def test_generated_files_are_kept_and_placed_never_through_links(tmp_path: Path) -> None:
+    src = write(tmp_path / "src", {"pkg/__init__.py": "", "pkg/own.py": "mine\n"})
+    work = write(tmp_path / "work", {"pkg/__init__.py": "", "pkg/own.py": "changed\n",
+                                     "pkg/_version.py": "version = '1'\n",
+                                     "pkg/_ext.so": "binary", "pkg.egg-info/PKG-INFO": "x",
+                                     "build/lib/pkg/x.py": "", "pkg/__pycache__/a.pyc": ""})
+    secret = write(tmp_path, {"secret.txt": "host secret\n"}) / "secret.txt"
+    (work / "pkg" / "leak.txt").symlink_to(secret)
+    stash = tmp_path / "stash"
+    files = collect_generated(work, src, stash)
+    assert files == ["pkg/_ext.so", "pkg/_version.py"]
+    (src / "pkg" / "_ext.so").write_text("the working copy's own")
+    place_generated(stash, src, files)
+    assert (src / "pkg" / "_version.py").read_text() == "version = '1'\n"
+    assert (src / "pkg" / "_ext.so").read_text() == "the working copy's own"  # never replaced
+    assert (src / "pkg" / "own.py").read_text() == "mine\n"
+    assert not (src / "pkg" / "leak.txt").exists() and not (stash / "pkg" / "leak.txt").exists()
+
+
+@pytest.mark.parametrize(("step", "want"), [
+    (["Building attrs @ file:///workspace", "error: Failed to build `attrs`",
+      "  cause: The build backend returned an error", "  Traceback (most recent call last):",
+      '    File "x.py", line 1', "  ModuleNotFoundError: No module named 'editables'",
+      "hint: This error likely indicates that `attrs` depends on `editables`, but doesn't",
+      "  [tool.uv.extra-build-dependencies]"],
+     "ModuleNotFoundError: No module named 'editables'"),
+    (["gcc -c fast.c", "fast.c:3:10: fatal error: Python.h: No such file or directory",
+      "error: command '/usr/bin/gcc' failed with exit code 1"],
+     "fast.c:3:10: fatal error: Python.h: No such file or directory"),
+    (["  × No solution found when resolving dependencies:",
+      "  ╰─▶ Because nope-pkg was not found in the package registry and you require nope-pkg"],
+     "No solution found when resolving dependencies:: Because nope-pkg was not found in the "
+     "package registry and you require nope-pkg"),
+    ([], "(the log is empty)"),
+])
+def test_the_cause_line_of_a_failed_step(step: list[str], want: str) -> None:
+    assert reason_line(step) == want
+
+
+HATCH_VCS_PROJECT = {
+    "pyproject.toml": """
+        [build-system]
+        requires = ["hatchling", "hatch-vcs"]
+        build-backend = "hatchling.build"
+        [project]
+        name = "scmdemo"
+        dynamic = ["version"]
+        [tool.hatch.version]
+        source = "vcs"
+        [tool.hatch.build.hooks.vcs]
+        version-file = "src/scmdemo/_version.py"
+        [dependency-groups]
+        test = ["iniconfig"]
+        """,
+    ".gitignore": "_version.py\n",
+    "src/scmdemo/__init__.py": "from scmdemo._version import version\n",
+    "tests/test_version.py": """
+        import iniconfig
+        import scmdemo
+
+        def test_version():
+            assert scmdemo.version.startswith("3.1.post1+g")
+
+        def test_group_dependency():
+            assert iniconfig.IniConfig
+        """,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_hatch_vcs_project_builds_from_a_git_checkout(tmp_path: Path) -> None:
+    """hatchling + hatch-vcs from a git checkout: the version is derived, the backend's own
+    build requirement (``editables``) installed, the generated ``_version.py`` imported by
+    the tests, the PEP 735 test group installed."""
+    repo = write(tmp_path / "scmdemo", HATCH_VCS_PROJECT)
+    git(["init", "-q", "-b", "main"], repo)
+    git(["add", "-A"], repo)
+    git(["commit", "-q", "-m", "first"], repo)
+    git(["tag", "v3.1"], repo)
+    write(repo, {"README.md": "scmdemo\n"})
+    git(["add", "-A"], repo)
+    git(["commit", "-q", "-m", "second"], repo)
+    env = {**os.environ, "SWEMILL_CACHE": str(tmp_path / "cache"), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-m", "swemill", "env", str(repo), "--json"],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["counts"] == {"passed": 2}
+    evidence = "\n".join(out["recipe"]["evidence"])
+    assert "version 3.1.post1+g" in evidence and "editables" in evidence
+    work = Path(out["source"]["path"])
+    assert (work / "src" / "scmdemo" / "_version.py").is_file()
+    assert git(["status", "--porcelain"], work) == ""  # untracked and ignored: same commit
