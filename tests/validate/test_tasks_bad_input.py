@@ -16,14 +16,15 @@ from pathlib import Path
 import pytest
 
 from swemill.core.errors import EnvBuildError, GateRefused, SwemillError
-from swemill.core.records import Golden, Task
+from swemill.core.records import CandidateRecord, Golden, Task
 from swemill.repo.envbuild import build_env
 from swemill.repo.sources import resolve_source
 from swemill.store import Store
+from swemill.synth.patches import file_diff
 from swemill.validate.config import TasksConfig
 from swemill.validate.validator import run_tasks
 
-from .conftest import bug_row, independent_audit, make_calc_repo, run_git
+from .conftest import CALC, bug_row, independent_audit, make_calc_repo, run_git
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -39,6 +40,9 @@ def test_hostile_candidates_are_counted_drops(tmp_path: Path) -> None:
     repo = tmp_path / "calc"
     make_calc_repo(repo)
     rows = [bug_row(name, body) for name, body in HOSTILE.items()]
+    missing = bug_row("import", "    return a + b")  # a module-level import of nothing
+    missing["patch"] = file_diff("calcpkg/calc.py", CALC, "import swemill_absent_dep\n" + CALC)
+    rows.append(missing)
     stale = bug_row("stale", "    return b")
     stale["patch"] = str(stale["patch"]).replace(" def add(a, b):", " def add(x, y):")
     rows.append(stale)
@@ -49,9 +53,24 @@ def test_hostile_candidates_are_counted_drops(tmp_path: Path) -> None:
     result = run_tasks(str(repo), store, "h", cfg)
 
     y = result.yields["rows"]
-    assert y.candidates == 4 and y.valid == 1 and result.tasks == 1
-    assert y.drops == {"timeout": 1, "crashed": 2}
+    assert y.candidates == 5 and y.valid == 1 and result.tasks == 1
+    assert y.drops == {"timeout": 1, "crashed": 2, "import_failed": 1}
     assert y.skipped == {"bug_patch_does_not_apply": 1}
+    # every candidate is a row of candidates/, its drop explained in one line
+    names = [*HOSTILE, "import"]  # the rows' order is the candidates' order
+    by_name = {names[r.position]: r
+               for r in store.read_records("candidates", "h", CandidateRecord)}
+    assert {n: (r.verdict, r.reason) for n, r in by_name.items()} == {
+        "good": ("written", "accepted"), "hang": ("dropped", "timeout"),
+        "exit": ("dropped", "crashed"), "segv": ("dropped", "crashed"),
+        "import": ("dropped", "import_failed")}
+    assert by_name["import"].detail == ("tests/test_calc.py: ModuleNotFoundError: No module "
+                                        "named 'swemill_absent_dep'")
+    assert by_name["segv"].detail.startswith("killed by SIGSEGV")
+    assert by_name["exit"].detail.startswith("exit 3 before pytest reported any test")
+    assert "tests/test_calc.py::test_add" in by_name["hang"].detail
+    assert all("\n" not in r.detail for r in by_name.values())
+    assert result.drop_summary is not None and result.drop_summary.dropped == 4
     counts = store.read_manifest("h").counts["tasks.rows"]
     assert counts["dropped_crashed"] == 2 and counts["dropped_timeout"] == 1
     assert counts["skipped_bug_patch_does_not_apply"] == 1

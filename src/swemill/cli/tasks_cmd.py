@@ -146,6 +146,8 @@ def _print(s: dict[str, Any]) -> None:
     t = s["timings_s"]
     out.print(f"setup {t.get('setup', 0):.1f} s, validation {t.get('validate', 0):.1f} s "
               f"({s['cpu_s']:.1f} CPU s), audited {s['audited']}", highlight=False)
+    for line in s["drop_lines"]:  # why candidates were dropped (candidates/ has every one)
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _export(store: Any, run: str, fmt: str, dest: Path | None) -> None:

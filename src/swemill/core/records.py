@@ -22,6 +22,7 @@ __all__ = [
     "TestResult",
     "Baseline",
     "Candidate",
+    "CandidateRecord",
     "ChangedSymbol",
     "Task",
     "Golden",
@@ -137,6 +138,41 @@ class Candidate(_Record):
     pass_to_pass_hint: list[str] = Field(default_factory=list)
     problem_statement: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class CandidateRecord(_Record):
+    """One validated candidate and what became of it: a row of ``candidates/``.
+
+    Every candidate a strategy's counted prefix holds has one, accepted or not, so a user can
+    see why a run yielded what it did without a debugger."""
+
+    candidate_id: str
+    instance_id: str
+    """The id it has as a task (or would have had)."""
+    repo: str
+    strategy: Strategy
+    position: int
+    """Its place in the strategy's seeded order (0 first)."""
+    file: str
+    """The first file it changes ("" when the strategy names none)."""
+    symbol: str
+    """The first function it changes (qualified name; "" when none is named)."""
+    targets: list[str] = Field(default_factory=list)
+    """Every changed function, ``file::qualname``."""
+    scope: Literal["body", "module", "multi"] = "body"
+    base_commit: str
+    verdict: Literal["written", "valid", "dropped"]
+    """``written``: a task of this run; ``valid``: accepted past the strategy's share of
+    ``--max-tasks`` (or fed to combine only); ``dropped``: refused by a gate."""
+    reason: str
+    """``accepted`` or the drop reason (``import_failed``, ``crashed`` ...)."""
+    detail: str = ""
+    """One line: the first error line of the run that decided it (an exit code explained)."""
+    selected_tests: bool = False
+    """Whether the broken tree ran only the tests the coverage map names."""
+    fail_to_pass: int = 0
+    pass_to_pass: int = 0
+    wall_s: float = 0.0
 
 
 class Task(_Record):

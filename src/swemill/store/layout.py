@@ -39,6 +39,7 @@ STAGES = (
     "tasks",
     "golden",
     "golden/feed",
+    "candidates",
     "trajectories",
     "traces",
     "corpus/sft",

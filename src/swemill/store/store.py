@@ -117,8 +117,9 @@ class Store:
         return view
 
     def policy_view(self) -> Store:
-        """What code working for a policy may use: everything but the oracle's ``golden/``."""
-        return self.without("golden")
+        """What code working for a policy may use: everything but the oracle's ``golden/``
+        and ``candidates/`` (which names the function each task's bug is in)."""
+        return self.without("golden", "candidates")
 
     # -- keys and errors ------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from swemill.core.errors import SandboxError, SynthesisError
 from swemill.core.records import Baseline, Candidate, TestStatus
 from swemill.synth.patches import reverse_patch
 from swemill.testing.timeouts import adaptive_timeout
+from swemill.validate.explain import first_error, refusal_detail, run_failure
 from swemill.validate.gates import FAILING, GateVerdict4, RunEvidence, decide
 from swemill.validate.warm import Deadlines
 from swemill.validate.worker import TreeState, Worker, evidence_of
@@ -57,6 +58,8 @@ class CheckContext:
     _bases: dict[tuple[str, str], Baseline | str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pending: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
+    _why: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Why the baseline of a (commit, base patch) failed, in one line."""
 
     def timeout(self, baseline: Baseline, selected: Sequence[str] | None) -> float:
         """The baseline-derived budget, plus a little per selected test: a failing test costs
@@ -87,7 +90,7 @@ class CheckContext:
         """The baseline at ``commit`` + ``base_patch`` (or the reason there is none)."""
         if commit == self.head and not base_patch.strip():
             return self.baseline
-        key = (commit, hashlib.sha256(base_patch.encode()).hexdigest())
+        key = self._key(commit, base_patch)
         with self._lock:
             if key in self._bases:
                 return self._bases[key]
@@ -108,22 +111,35 @@ class CheckContext:
             event.set()
         return result
 
+    @staticmethod
+    def _key(commit: str, base_patch: str) -> tuple[str, str]:
+        return commit, hashlib.sha256(base_patch.encode()).hexdigest()
+
+    def why(self, commit: str, base_patch: str) -> str:
+        """Why :meth:`baseline_for` found no baseline at this state (one line, or "")."""
+        return self._why.get(self._key(commit, base_patch), "")
+
     def _measure(self, worker: Worker, commit: str, base_patch: str) -> Baseline | str:
         """As many full runs at the state as the head baseline had (at least two); flaky:
         any test whose outcome differs between them or that is missing from one."""
+        key = self._key(commit, base_patch)
         try:
             worker.checkout(TreeState(commit, (base_patch,)))
-        except SynthesisError:
+        except SynthesisError as exc:
+            self._why[key] = first_error(str(exc))
             return "base_patch_failed"
         n = max(2, self.baseline.runs)
         runs: list[RunEvidence] = []
         for _ in range(n):
             try:
                 res = worker.run(None, 2 * self.timeout(self.baseline, None))
-            except SandboxError:
+            except SandboxError as exc:
+                self._why[key] = first_error(str(exc))
                 return "baseline_failed"
             ev = evidence_of(res, None)
             if not ev.usable:
+                self._why[key] = "the baseline's run went past its budget" if ev.timed_out \
+                    else run_failure(res.exit_code, res.outcomes, res.messages, res.log_tail)
                 return "baseline_failed"
             runs.append(ev)
         ids = set().union(*(r.outcomes for r in runs))
@@ -171,7 +187,7 @@ def check_candidate(ctx: CheckContext, worker: Worker, cand: Candidate) -> Check
         return _check(ctx, worker, cand, commit, base_patch)
     except SandboxError as exc:
         # The warm server died twice (memory, a crash it could not contain): a counted drop.
-        return _refused(cand, "crashed", commit, str(exc)[:300])
+        return _refused(cand, "crashed", commit, first_error(str(exc)))
     finally:
         worker.reset(ctx.head)
 
@@ -180,7 +196,7 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
            base_patch: str) -> Checked:
     baseline = ctx.baseline_for(worker, commit, base_patch)
     if isinstance(baseline, str):
-        return _refused(cand, baseline, commit)
+        return _refused(cand, baseline, commit, ctx.why(commit, base_patch))
     at_head = commit == ctx.head and not base_patch.strip()
     selected = select_tests(cand, baseline) if at_head else None
     if selected is not None and not selected:
@@ -191,7 +207,7 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
     except SynthesisError as exc:
         verdict = decide(baseline=baseline, applied=False, imports=False, broken=None,
                          golden_runs=[], selected=selected)
-        verdict.detail = str(exc)[:300]
+        verdict.detail = first_error(str(exc))
         return Checked(cand, verdict, commit, base_patch)
     res = worker.run(selected, ctx.timeout(baseline, selected),
                      ctx.deadlines(baseline, selected))
@@ -201,13 +217,16 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
                    golden_runs=[], selected=selected)
     if first.reason != "not_solvable":  # F2P / P2P already settled it: no golden run
         if first.reason == "untrusted_log" and (res.exit_code < 0 or not res.outcomes):
-            first = GateVerdict4(False, "crashed", detail=broken.log[-300:])
+            first = GateVerdict4(False, "crashed")
+        first.detail = refusal_detail(first.reason, exit_code=res.exit_code,
+                                      outcomes=res.outcomes, messages=res.messages,
+                                      log=res.log_tail, hung=res.hung, selected=selected)
         return Checked(cand, first, commit, base_patch, selected is not None)
     golden_runs: list[RunEvidence] = []
     try:
         worker.checkout(TreeState(commit, (base_patch, cand.bug_patch, golden)))
     except SynthesisError as exc:
-        return Checked(cand, GateVerdict4(False, "golden_failed", detail=str(exc)[:300]),
+        return Checked(cand, GateVerdict4(False, "golden_failed", detail=first_error(str(exc))),
                        commit, base_patch)
     for _ in range(2):
         golden_runs.append(evidence_of(worker.run(selected, ctx.timeout(baseline, selected)),

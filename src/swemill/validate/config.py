@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swemill.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from swemill.validate.drops import DropSummary
 
 __all__ = ["TasksConfig", "TasksResult", "StrategyYield", "DEFAULT_STRATEGIES"]
 
@@ -128,6 +132,8 @@ class TasksResult:
     audited: int = 0
     resumed: list[str] = field(default_factory=list)
     """Strategies whose shards were already complete and were read back, not redone."""
+    drop_summary: DropSummary | None = None
+    """Top drop reasons of the source's candidates (read back from ``candidates/``)."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -141,4 +147,6 @@ class TasksResult:
             "drops": self.drops, "timings_s": self.timings_s, "cpu_s": round(self.cpu_s, 3),
             "instance_ids": self.instance_ids, "audited": self.audited, "resumed": self.resumed,
             "head_image": self.head_image,
+            "drop_summary": self.drop_summary.to_dict() if self.drop_summary else None,
+            "drop_lines": self.drop_summary.lines() if self.drop_summary else [],
         }

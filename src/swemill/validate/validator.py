@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from swemill.core.errors import StoreError
-from swemill.core.records import Golden, RunManifest, Task, utcnow
+from swemill.core.records import CandidateRecord, Golden, RunManifest, Task, utcnow
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
 from swemill.repo.sources import ResolvedSource, resolve_source
 from swemill.sandbox import Limits
-from swemill.store import Store
+from swemill.store import Store, schema_for_model
 from swemill.store.layout import check_run_id, gate_verdicts_key, manifest_key
 from swemill.synth import make_strategy
 from swemill.synth.base import RepoView
@@ -38,6 +38,7 @@ from swemill.testing.timeouts import suite_timeout_for
 from swemill.validate.audit import audit_tasks
 from swemill.validate.check import CheckContext, Checked
 from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
+from swemill.validate.drops import CANDIDATES_STAGE, candidate_records, summarize
 from swemill.validate.emit import emit_task, instance_id_of
 from swemill.validate.feed import FEED_STAGE, feed_digest, read_feed, write_feed
 from swemill.validate.pool import WorkerPool
@@ -135,6 +136,7 @@ def _resumed(store: Store, run: _Run, name: str, manifest: RunManifest,
         return None
     stages = ["golden", "tasks"] if counts.get("out", 0) else []
     stages += [FEED_STAGE] if entry.get("feed", 0) else []
+    stages.append(CANDIDATES_STAGE)  # every strategy writes one (rows or not)
     if not all(store.is_intact(stage, run_id, shard) for stage in stages):
         return None
     pairs: list[tuple[Task, Golden]] = []
@@ -237,6 +239,10 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
         audit_tasks(store, pairs, env, baseline, backend=config.backend)
         result.audited = len(pairs)
     result.timings_s["total"] = round(time.monotonic() - started, 3)
+    result.drop_summary = summarize(
+        r for name in order
+        for r in store.read_shard(CANDIDATES_STAGE, run_id, _shard(src.repo, name),
+                                  CandidateRecord))
     _finish(store, manifest, result)
     return result
 
@@ -265,6 +271,9 @@ def _one_strategy(run: _Run, pool: WorkerPool, view: RepoView, name: str, quota:
     result.yields[name] = y
     pairs = run.emit(written)
     shard, store = _shard(run.src.repo, name), run.store
+    rows = candidate_records(stream.checked, [t.instance_id for t, _ in pairs], run.src.repo)
+    store.write_records(CANDIDATES_STAGE, run.run_id, shard, rows,
+                        schema_for_model(CandidateRecord))
     if pairs:
         store.write_records("golden", run.run_id, shard, [g for _, g in pairs])
         store.write_records("tasks", run.run_id, shard, [t for t, _ in pairs])

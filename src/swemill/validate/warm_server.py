@@ -112,6 +112,11 @@ def _child(args: list[str], result_path: str, log_path: str, progress: int) -> N
     code = 4
     try:
         code = int(pytest.main(args, plugins=[collector]))
+    except BaseException:  # escaped pytest (a warning made an error at start-up): to the log
+        import traceback
+
+        traceback.print_exc()
+        raise
     finally:
         with open(result_path, "w") as fh:
             json.dump({"exit_code": code, "outcomes": collector.outcomes,

@@ -1,0 +1,132 @@
+"""One line per refused candidate: the error pytest printed, an exit code explained.
+
+Pure text work over what a run left (exit code, per-test outcomes and messages, the log's
+tail); :mod:`swemill.validate.check` calls :func:`refusal_detail` for every candidate the
+broken tree's run refused, and the line goes into the ``candidates/`` table.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Mapping, Sequence
+
+from swemill.validate.gates import FAILING
+
+__all__ = ["PYTEST_EXIT", "exit_meaning", "first_error", "one_line", "import_detail",
+           "run_failure", "refusal_detail", "MISSING_MODULE"]
+
+PYTEST_EXIT = {
+    0: "all tests passed",
+    1: "some tests failed",
+    2: "interrupted",
+    3: "internal error",
+    4: "usage error: the command line or the test configuration",
+    5: "no tests collected",
+}
+"""What pytest's own exit codes mean (``pytest.ExitCode``)."""
+
+_LINE_MAX = 240
+_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*)?(Error|Exception|Warning|Exit|Interrupt)\b:?")
+_ELAPSED = re.compile(r" in \d+(\.\d+)?s\b")
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+_FRAME = re.compile(r'", line \d+(, in | in )\S+$')
+MISSING_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def exit_meaning(code: int) -> str:
+    """``"pytest exit 4 (usage error: ...)"``, or the signal that killed the process."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        why = " (the sandbox's memory limit, or a timeout)" if -code == signal.SIGKILL else ""
+        return f"killed by {name}{why}"
+    if code in PYTEST_EXIT:
+        return f"pytest exit {code} ({PYTEST_EXIT[code]})"
+    return f"exit {code} (not a pytest exit code: the code under test ended the process)"
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line, at most 240 characters, with clock readings and object addresses
+    masked (so a rerun writes the same line)."""
+    text = _ADDRESS.sub("0x…", _ELAPSED.sub("", " ".join(text.split())))
+    return text if len(text) <= _LINE_MAX else text[: _LINE_MAX - 1] + "…"
+
+
+def first_error(text: str) -> str:
+    """The line of ``text`` that best says what went wrong: the first line pytest marks with
+    ``E``, else a fatal error's first line, else the last exception line of a traceback, else
+    a line pytest starts with ``ERROR:``, else the last line that is not a stack frame; ""
+    for empty text."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("E ") and ln[1:].strip():
+            return one_line(ln[1:])
+    for ln in lines:
+        if ln.startswith("Fatal Python error"):  # faulthandler: the frames below say little
+            return one_line(ln)
+    for ln in reversed(lines):
+        if _EXCEPTION.match(ln.strip()):
+            return one_line(ln)
+    for ln in lines:
+        if ln.startswith("ERROR:"):
+            return one_line(ln)
+    rest = [ln for ln in lines if not _FRAME.search(ln) and not ln.startswith("Current thread")]
+    return one_line(rest[-1]) if rest else ""
+
+
+def import_detail(outcomes: Mapping[str, str], messages: Mapping[str, str]) -> str:
+    """``"tests/test_x.py: ModuleNotFoundError: No module named 'hypothesis'"``: the first
+    test module (in name order) that failed to collect, and why."""
+    broken = sorted(k for k, v in outcomes.items() if "::" not in k and v in FAILING)
+    if not broken:
+        return ""
+    module = broken[0]
+    more = f" (and {len(broken) - 1} more module(s))" if len(broken) > 1 else ""
+    return one_line(f"{module}: {first_error(messages.get(module, '')) or 'did not collect'}"
+                     f"{more}")
+
+
+def run_failure(exit_code: int, outcomes: Mapping[str, str], messages: Mapping[str, str],
+                log: str) -> str:
+    """A run that could not be used: its exit code explained, then the first error line (a
+    module that did not collect first, else the log's)."""
+    if exit_code < 0:  # the log's tail is mostly the stack faulthandler dumped, if anything
+        err = next((ln for ln in log.splitlines() if ln.startswith("Fatal Python error")), "")
+    else:
+        err = import_detail(outcomes, messages) or first_error(log)
+    return one_line(exit_meaning(exit_code) + (f": {err}" if err else ""))
+
+
+def refusal_detail(reason: str, *, exit_code: int, outcomes: Mapping[str, str],
+                   messages: Mapping[str, str], log: str, hung: str | None = None,
+                   selected: Sequence[str] | None = None) -> str:
+    """One line for a candidate the broken tree's run refused (see the module docstring);
+    ``selected``: the tests that run was limited to (None: the whole suite)."""
+    if reason == "import_failed":
+        return import_detail(outcomes, messages) or first_error(log)
+    if reason == "crashed":
+        if exit_code in (1, 2, 3) and not outcomes:
+            err = first_error(log)
+            return one_line(f"exit {exit_code} before pytest reported any test (the code under "
+                            "test ended the process, or pytest failed inside)"
+                            + (f": {err}" if err else ""))
+        return run_failure(exit_code, outcomes, messages, log)
+    if reason == "timeout":
+        if hung:
+            return one_line(f"{hung} ran past its own deadline")
+        return "the broken tree's run went past its whole budget"
+    if reason == "untrusted_log":
+        err = first_error(log)
+        return one_line(f"report and exit code disagree, {exit_meaning(exit_code)}"
+                         + (f": {err}" if err else ""))
+    if reason == "no_fail_to_pass":
+        if selected is not None:
+            return (f"none of the {len(selected)} test(s) that execute the changed code "
+                    "failed on the broken tree")
+        return "no test that passes at the baseline failed on the broken tree"
+    if reason == "no_pass_to_pass":
+        return "no test that passes at the baseline still passed on the broken tree"
+    return first_error(log)
