@@ -38,26 +38,32 @@ def test_golden_is_denied_to_all_but_the_grader() -> None:
     statements = res["BucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     deny = next(s for s in statements if s["Sid"] == "GoldenOnlyForTheGrader")
     assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*"
-    assert deny["Resource"] == {"Fn::Sub": "${Bucket.Arn}/golden/*"}
+    assert deny["Resource"] == [{"Fn::Sub": "${Bucket.Arn}/golden/*"},
+                                {"Fn::Sub": "${Bucket.Arn}/candidates/*"}]
     assert deny["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn":
                                                   {"Fn::GetAtt": ["GraderRole", "Arn"]}}}
     # No other role is granted golden/ explicitly.
     for name in ("BedrockBatchRole", "GlueRole", "StepFunctionsRole"):
         text = repr(res[name])
-        assert "golden" not in text and "${Bucket.Arn}/*" not in text, name
+        assert "golden" not in text and "candidates" not in text, name
+        assert "${Bucket.Arn}/*" not in text, name
 
 
 def test_catalog_tables_partitioned_by_run_id() -> None:
     res = template()["Resources"]
     tables = {r["Properties"]["TableInput"]["Name"]: r["Properties"]["TableInput"]
               for r in res.values() if r["Type"] == "AWS::Glue::Table"}
-    assert set(tables) == {"traces", "tasks", "corpus_sft", "corpus_dpo"}
+    assert set(tables) == {"traces", "tasks", "candidates", "corpus_sft", "corpus_dpo"}
     for table in tables.values():
         assert table["PartitionKeys"] == [{"Name": "run_id", "Type": "string"}]
         assert "run_id" not in {c["Name"] for c in table["StorageDescriptor"]["Columns"]}
     sd = tables["tasks"]["StorageDescriptor"]
     assert sd["Location"] == {"Fn::Sub": "s3://${Bucket}/tasks/"}
     assert {"Name": "fail_to_pass", "Type": "array<string>"} in sd["Columns"]
+    sd = tables["candidates"]["StorageDescriptor"]
+    assert sd["Location"] == {"Fn::Sub": "s3://${Bucket}/candidates/"}
+    assert {"Name": "reason", "Type": "string"} in sd["Columns"]
+    assert {"Name": "position", "Type": "bigint"} in sd["Columns"]
 
 
 def test_hive_types() -> None:

@@ -246,3 +246,7 @@ def test_policy_view_cannot_touch_golden(store: Store) -> None:
         with pytest.raises(StoreError, match="outside what this view"):
             attempt()
     assert store.read_records("golden", "r1")[0]["golden_patch"] == "diff"
+    # candidates/ names the function each task's bug is in: oracle-side as well
+    store.write_records("candidates", "r1", "0", [{"instance_id": "a", "symbol": "f"}])
+    with pytest.raises(StoreError, match="outside what this view"):
+        view.read_records("candidates", "r1")

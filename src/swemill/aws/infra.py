@@ -4,10 +4,11 @@ tables' columns come from the Parquet schemas the stages write.
 
     python -m swemill.aws.infra > infra/swemill.yaml     (a test checks the file is current)
 
-What it makes: the bucket (``golden/`` denied to every principal but the grader role), the
-IAM roles, a Spot compute environment with its queue and the worker job definition, the EMR
+What it makes: the bucket (``golden/`` and ``candidates/`` denied to every principal but the
+grader role), the IAM roles, a Spot compute environment with its queue and the worker job
+definition, the EMR
 Serverless application, the Glue ingest job, the Glue Data Catalog tables over ``traces/``,
-``tasks/`` and ``corpus/`` (partitioned by ``run_id``), and the state machine.
+``tasks/``, ``candidates/`` and ``corpus/`` (partitioned by ``run_id``), and the state machine.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import yaml
 
 __all__ = ["template", "render", "hive_type", "glue_columns", "CATALOG_TABLES"]
 
-CATALOG_TABLES = {"traces": "traces", "tasks": "tasks", "corpus_sft": "corpus/sft",
-                  "corpus_dpo": "corpus/dpo"}
+CATALOG_TABLES = {"traces": "traces", "tasks": "tasks", "candidates": "candidates",
+                  "corpus_sft": "corpus/sft", "corpus_dpo": "corpus/dpo"}
 
 
 def hive_type(t: pa.DataType) -> str:
@@ -46,12 +47,13 @@ def hive_type(t: pa.DataType) -> str:
 
 
 def _schemas() -> dict[str, pa.Schema]:
-    from swemill.core.records import Task
+    from swemill.core.records import CandidateRecord, Task
     from swemill.corpus.rows import DPO_SCHEMA, SFT_SCHEMA
     from swemill.store import schema_for_model
     from swemill.traces.ingest import state_schema
 
     return {"traces": state_schema(), "tasks": schema_for_model(Task),
+            "candidates": schema_for_model(CandidateRecord),
             "corpus_sft": SFT_SCHEMA, "corpus_dpo": DPO_SCHEMA}
 
 
@@ -134,9 +136,10 @@ def _roles() -> dict[str, Any]:
 
 
 def _bucket() -> dict[str, Any]:
-    deny_golden = {
+    deny_golden = {  # candidates/ names the function each task's bug is in
         "Sid": "GoldenOnlyForTheGrader", "Effect": "Deny", "Principal": "*",
-        "Action": "s3:*", "Resource": _sub("${Bucket.Arn}/golden/*"),
+        "Action": "s3:*", "Resource": [_sub("${Bucket.Arn}/golden/*"),
+                                       _sub("${Bucket.Arn}/candidates/*")],
         "Condition": {"ArnNotEquals": {"aws:PrincipalArn": _arn("GraderRole")}},
     }
     tls = {"Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
