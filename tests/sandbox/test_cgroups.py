@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from swemill.sandbox import Limits, open_sandbox
+from swemill.sandbox._cgpool import KEEP_CHARGED_MB
 from swemill.sandbox.cgroups import CgroupSupport, CommandCgroups, cgroup_support, leftover_groups
+
+from .conftest import needs_bwrap
 
 support = cgroup_support()
 needs_cgroups = pytest.mark.skipif(not (support.pids and support.memory),
@@ -56,3 +61,23 @@ def test_only_the_child_enters_and_kill_all_empties_the_group() -> None:
         p.wait(5)
     finally:
         assert cg.remove() == []
+
+
+@needs_cgroups
+@needs_bwrap
+def test_a_family_reuses_emptied_groups_and_counts_limit_events_per_command(
+        tmp_path: Path) -> None:
+    limits = Limits(timeout_s=20, pids=40, memory_mb=256)
+    marker = "296.1357"
+    with open_sandbox(tmp_path, backend="bwrap", limits=limits) as sb:
+        r = sb.exec(f"for i in $(seq 200); do sleep {marker} & done; wait", timeout=5)
+        assert r.killed_reason == "pids"
+        groups = set(leftover_groups())
+        with sb.fork() as child:  # a fork takes its family's kept groups
+            r = child.exec("true")
+            assert r.ok and r.killed_reason is None  # the earlier hit is not this command's
+            assert set(leftover_groups()) == groups
+            # a command that leaves much page cache charged does not hand it to the next one
+            assert child.exec(f"head -c {(KEEP_CHARGED_MB + 16) << 20} /dev/zero > big").ok
+            assert set(leftover_groups()) == set()
+    assert leftover_groups() == []

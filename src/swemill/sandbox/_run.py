@@ -23,12 +23,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from swemill.core.errors import SandboxError
+from swemill.sandbox._cgpool import CgroupPool, open_cgroups
 from swemill.sandbox._launch import GUARD_FAIL
 from swemill.sandbox._launch import start as launch
 from swemill.sandbox.base import ExecResult, KilledReason, Limits
-from swemill.sandbox.cgroups import CommandCgroups, cgroup_support
+from swemill.sandbox.cgroups import CommandCgroups
 
-__all__ = ["Capture", "DiskWatch", "open_cgroups", "run_guarded"]
+__all__ = ["Capture", "DiskWatch", "run_guarded"]
 
 _CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031
@@ -105,28 +106,16 @@ class DiskWatch:
         return self.over
 
 
-def open_cgroups(limits: Limits) -> CommandCgroups | None:
-    if limits.pids is None and limits.memory_mb is None:
-        return None
-    support = cgroup_support()
-    if not (support.pids or support.memory):
-        return None
-    try:
-        cg = CommandCgroups(limits.pids if support.pids else None,
-                            limits.memory_mb if support.memory else None)
-    except OSError as exc:
-        raise SandboxError(f"cannot create the command's cgroups: {exc}") from exc
-    return cg if cg.active else None
-
-
 def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
                 stdin: bytes | None, limits: Limits, timeout: float,
-                usage: Callable[[], int] | None = None, held: bool = False) -> ExecResult:
+                usage: Callable[[], int] | None = None, held: bool = False,
+                pool: CgroupPool | None = None) -> ExecResult:
     """Run ``argv`` under ``limits`` and return what it did (never raises for the command's
     own failures; raises :class:`SandboxError` when it cannot be started). ``usage``
     measures the workspace (bytes) for the disk cap; it is also called once at the end.
-    ``held``: ``argv`` is a bwrap command line, started held (see :mod:`._launch`)."""
-    cg = open_cgroups(limits)
+    ``held``: ``argv`` is a bwrap command line, started held (see :mod:`._launch`).
+    ``pool``: the family's kept cgroups, to take the command's groups from and return them to."""
+    cg = pool.acquire(limits) if pool is not None else open_cgroups(limits)
     try:
         start = time.perf_counter()
         proc = launch(argv, held=held, env=env, cwd=cwd, stdin=stdin is not None,
@@ -147,7 +136,9 @@ def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
                           stdout=out.text(), stderr=err.text(), wall_s=wall,
                           truncated=out.truncated or err.truncated)
     finally:
-        if cg is not None:
+        if cg is not None and pool is not None:
+            pool.release(cg, limits)
+        elif cg is not None:
             cg.remove()
 
 

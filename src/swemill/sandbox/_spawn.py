@@ -13,8 +13,8 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
+from swemill.sandbox._cgpool import open_cgroups
 from swemill.sandbox._launch import start as launch
-from swemill.sandbox._run import open_cgroups
 from swemill.sandbox.base import KilledReason, Limits
 from swemill.sandbox.cgroups import CommandCgroups
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Self
 
 from swemill.core.errors import SandboxError
+from swemill.sandbox._cgpool import CgroupPool
 from swemill.sandbox._paths import read_in, write_in
 from swemill.sandbox._run import run_guarded
 from swemill.sandbox._spawn import Spawned, spawn_guarded
@@ -41,7 +42,7 @@ class TreeSandbox:
 
     def __init__(self, workspace: Path, *, binds: Sequence[Bind] = (),
                  env: Mapping[str, str] | None = None, limits: Limits = DEFAULT_LIMITS,
-                 _tree: Tree | None = None) -> None:
+                 _tree: Tree | None = None, _pool: CgroupPool | None = None) -> None:
         if _tree is None:
             workspace = Path(workspace).absolute()
             if not workspace.is_dir():
@@ -56,6 +57,8 @@ class TreeSandbox:
         self._closed = False
         self._host_wrote = True
         """The host may have written in the tree since the last command (see ``_prepare``)."""
+        self._pool = _pool or CgroupPool()  # shared with forks
+        self._pool.attach()
 
     @property
     def workspace(self) -> Path:
@@ -94,7 +97,8 @@ class TreeSandbox:
         argv, where = self._command(cmd, cwd)
         self._prepare()
         return run_guarded(argv, env=env, cwd=where, stdin=stdin, limits=self.limits,
-                           timeout=timeout, usage=self._sweep, held=self._held)
+                           timeout=timeout, usage=self._sweep, held=self._held,
+                           pool=self._pool)
 
     def spawn(self, cmd: Sequence[str] | str, *, env: Mapping[str, str] | None = None,
               cwd: str | None = None) -> Spawned:
@@ -136,12 +140,13 @@ class TreeSandbox:
 
     def _clone(self, tree: Tree) -> Self:
         return type(self)(tree.path, binds=self.binds, env=self.env, limits=self.limits,
-                          _tree=tree)
+                          _tree=tree, _pool=self._pool)
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             self._tree.close()
+            self._pool.detach()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -141,6 +141,7 @@ class CommandCgroups:
         self._pids_dir: Path | None = None
         self._mem_dir: Path | None = None
         self._procs: list[bytes] = []
+        self._counts = (0, 0)  # oom kills, pids-limit hits before the current command
         name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         try:
             if _is_v2():
@@ -158,6 +159,7 @@ class CommandCgroups:
         cg = cls.__new__(cls)
         cg.version = "v2" if _is_v2() else "v1"
         cg.dirs, cg._procs = [group], []
+        cg._counts = (0, 0)
         cg._pids_dir = cg._mem_dir = None
         return cg
 
@@ -262,17 +264,39 @@ class CommandCgroups:
             delay = min(delay * 2, 0.05)
         return True
 
-    def oom_killed(self) -> bool:
+    def _oom_count(self) -> int:
         if self._mem_dir is None:
-            return False
+            return 0
         if self.version == "v2":
-            return _read_int_field(self._mem_dir / "memory.events", "oom_kill") > 0
-        return _read_int_field(self._mem_dir / "memory.oom_control", "oom_kill") > 0
+            return _read_int_field(self._mem_dir / "memory.events", "oom_kill")
+        return _read_int_field(self._mem_dir / "memory.oom_control", "oom_kill")
+
+    def _pids_count(self) -> int:
+        if self._pids_dir is None:
+            return 0
+        return _read_int_field(self._pids_dir / "pids.events", "max")
+
+    def oom_killed(self) -> bool:
+        """Whether the memory limit killed a process since the groups were made or reused."""
+        return self._oom_count() > self._counts[0]
 
     def pids_limit_hit(self) -> bool:
-        if self._pids_dir is None:
-            return False
-        return _read_int_field(self._pids_dir / "pids.events", "max") > 0
+        """Whether the pids limit refused a fork since the groups were made or reused."""
+        return self._pids_count() > self._counts[1]
+
+    def reuse(self) -> None:
+        """Count limit events afresh: the (emptied) groups serve another command."""
+        self._counts = (self._oom_count(), self._pids_count())
+
+    def memory_charged(self) -> int:
+        """Bytes still charged to the memory group (page cache the commands left), or 0."""
+        if self._mem_dir is None:
+            return 0
+        name = "memory.current" if self.version == "v2" else "memory.usage_in_bytes"
+        try:
+            return int((self._mem_dir / name).read_text())
+        except (OSError, ValueError):
+            return 0
 
     def remove(self, deadline_s: float = 5.0) -> list[Path]:
         """Kill what is left and rmdir every group; returns the groups that could not be removed."""
