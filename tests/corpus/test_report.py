@@ -178,3 +178,34 @@ def test_the_report_renders_in_headless_chromium(tmp_path, corpus):
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     console = [ln for ln in done.stderr.splitlines() if "CONSOLE" in ln]
     assert console == [], console
+
+
+def test_candidates_give_the_yields_and_the_drop_reasons(corpus):
+    from swemill.core.records import CandidateRecord
+
+    def row(i: int, strategy: str, reason: str, detail: str = "") -> CandidateRecord:
+        return CandidateRecord(
+            candidate_id=f"{strategy}-{i}", instance_id=f"x.{strategy}-{i}", repo="o/x",
+            strategy=strategy, position=i, file="x.py", symbol="f", base_commit="c",
+            verdict="written" if reason == "accepted" else "dropped", reason=reason,
+            detail=detail)
+
+    crash = "pytest exit 4 (usage error): <script>alert(1)</script>Warning"
+    cands = ([row(i, "procedural", "crashed", crash) for i in range(7)]
+             + [row(7, "procedural", "accepted"), row(0, "rows", "baseline_failed")])
+    manifest = RunManifest(run_id="r1", counts={"tasks.procedural": {"in": 99, "valid": 98}})
+    data = report_data(manifest, tasks=corpus.tasks.values(), candidates=cands)
+    # the table wins over the manifest's counts, and a strategy without tasks is shown too
+    assert data.yields["procedural"]["candidates"] == 8
+    assert data.yields["procedural"]["valid"] == 1
+    assert data.yields["rows"] == {"candidates": 1, "valid": 0}
+    assert data.candidates is not None and data.candidates.advice is not None
+    assert data.candidates.advice.startswith("7 of 9 candidates crashed")
+    html = render_report(data)
+    assert "Why candidates were dropped" in html and "7 of 9 candidates crashed" in html
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "baseline_failed" in html
+    # a run without the table (made before it existed) reads the manifest, as before
+    old = report_data(manifest, tasks=corpus.tasks.values())
+    assert old.candidates is None and old.yields["procedural"]["candidates"] == 99
+    assert "Why candidates were dropped" not in render_report(old)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import subprocess
 import time
@@ -13,7 +14,7 @@ import pytest
 from identify.vendor.licenses import LICENSES
 
 from swemill.core.errors import ConfigError, StoreError
-from swemill.core.records import RunManifest
+from swemill.core.records import CandidateRecord, RunManifest
 from swemill.pipeline import latest_unfinished, run_build
 from swemill.store import Store
 
@@ -170,6 +171,28 @@ def test_a_hanging_suite_is_reported_within_suite_timeout(cli, tmp_path: Path) -
     line = cli.error_line(cli.run("build", "--out", str(root), "--resume", "--suite-timeout", "6",
                                   cache=cache, timeout=400))
     assert "did not finish within 6 s" in line
+
+
+@pytest.mark.slow
+@pytest.mark.network  # the project's build backend comes from the package index
+def test_a_suite_that_checks_nothing_fails_at_tasks_and_says_why(cli, tmp_path: Path) -> None:
+    # the rollouts stage used to fail with "run ... has no tasks", and nothing said why
+    proj = _hanging_project(tmp_path / "p")
+    (proj / "hangdemo" / "__init__.py").write_text("def f(a, b):\n    return a + b\n")
+    (proj / "tests" / "test_it.py").write_text(
+        "from hangdemo import f\n\n\ndef test_runs():\n    f(1, 2)\n\n\n"
+        "def test_other():\n    assert True\n")
+    root = tmp_path / "root"
+    line = cli.error_line(cli.run("build", str(proj), "--out", str(root), "--strategies",
+                                  "procedural", "--max-tasks", "1", "--workers", "1",
+                                  cache=tmp_path / "c", timeout=400))
+    assert re.search(r"no task from (\d+) candidate\(s\) of hangdemo: \1 of \1 candidates "
+                     r"were dropped as no_fail_to_pass: no test noticed the bug", line), line
+    m = _manifest(root)
+    assert m["status"] == "failed" and m["metadata"]["build"]["error_stage"] == "tasks"
+    rows = Store(str(root)).read_records("candidates", m["run_id"], CandidateRecord)
+    assert rows and {(r.verdict, r.reason, r.symbol) for r in rows} == {
+        ("dropped", "no_fail_to_pass", "f")}
 
 
 @pytest.mark.slow

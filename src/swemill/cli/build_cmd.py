@@ -159,6 +159,7 @@ def _print_summary(result: BuildResult) -> None:
     from rich.console import Console
 
     from swemill.pipeline import STAGES
+    from swemill.validate.drops import run_summary
 
     m = result.manifest
     out = Console(soft_wrap=True, highlight=False)
@@ -184,6 +185,10 @@ def _print_summary(result: BuildResult) -> None:
     ]
     if result.skipped:
         lines.append(("resumed", "already finished: " + ", ".join(result.skipped)))
+    drops = run_summary(result.store, result.run_id)
+    if drops is not None:  # why candidates were dropped (candidates/ has every one)
+        first, *rest = drops.lines()
+        lines += [("candidates", first), *(("", line.strip()) for line in rest)]
     out.print(f"[bold]swemill build[/]: run {result.run_id} {m.status}")
     for note in m.metadata.get("build", {}).get("warnings", []):
         out.print(f"  [yellow]warning:[/] {note}")

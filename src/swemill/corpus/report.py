@@ -1,9 +1,11 @@
 """The run report: one self-contained ``index.html`` (inline CSS and SVG, no scripts, nothing
 fetched), from a :class:`RunManifest` and a few summary tables.
 
-Yields per strategy read the candidates a strategy proposed and the valid ones from
-``manifest.counts["tasks.<strategy>"]`` (``in``, ``valid``; older runs: ``synth.<strategy>``);
-tasks written and corpus rows per strategy come from the tasks and rows themselves. Drops are
+Yields per strategy read the candidates a strategy proposed and the valid ones from the
+``candidates/`` table (older runs: ``manifest.counts["tasks.<strategy>"]``, ``in`` and
+``valid``, or ``synth.<strategy>``); tasks written and corpus rows per strategy come from the
+tasks and rows themselves. The same table gives the top drop reasons with an example line
+each, and the likely cause and fix when one reason took over half of the candidates. Drops are
 every counted loss of every stage (``dropped_*``, ``skipped_*``, ingest's quarantined lines and
 files and ``dropped.*``). A replay run gets its own section (pairs per preference source,
 divergence rate, teacher cost against the ingested sessions' cost), and three example rows (a
@@ -18,12 +20,13 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from swemill.core.records import RunManifest, Task, Trajectory
+from swemill.core.records import CandidateRecord, RunManifest, Task, Trajectory
 from swemill.corpus.assemble import CorpusTables
 from swemill.corpus.stage import optional_records
 from swemill.corpus.svg import bar_chart, histogram_bins
 from swemill.store import Store
 from swemill.store.layout import report_key
+from swemill.validate.drops import CANDIDATES_STAGE, DropSummary, summarize
 
 __all__ = ["ReportData", "report_data", "render_report", "write_report"]
 
@@ -44,6 +47,8 @@ class ReportData:
     """Only for a run that replayed sessions: pairs per source, divergence, costs."""
     examples: dict[str, str] = field(default_factory=dict)
     """``task`` / ``sft`` / ``dpo`` -> a short rendering of one row."""
+    candidates: DropSummary | None = None
+    """Why the tasks stage's candidates were dropped (None: no ``candidates/`` table)."""
 
 
 _LOSS_PREFIXES = ("dropped_", "dropped.", "skipped_", "quarantined")
@@ -124,13 +129,20 @@ def _replay(manifest: RunManifest, tables: CorpusTables | None,
 
 
 def report_data(manifest: RunManifest, tables: CorpusTables | None = None, *,
-                tasks: Iterable[Task] = (), trajectories: Iterable[Trajectory] = ()) -> ReportData:
+                tasks: Iterable[Task] = (), trajectories: Iterable[Trajectory] = (),
+                candidates: Iterable[CandidateRecord] = ()) -> ReportData:
     """Gather what the report shows from the run's records."""
     data = ReportData(manifest)
-    tasks, trajectories = list(tasks), list(trajectories)
+    tasks, trajectories, candidates = list(tasks), list(trajectories), list(candidates)
     yields: dict[str, Counter[str]] = {}
     for t in tasks:
         yields.setdefault(t.strategy, Counter())["tasks"] += 1
+    for c in candidates:
+        y = yields.setdefault(c.strategy, Counter())
+        y["candidates"] += 1
+        y["valid"] += c.verdict != "dropped"
+    if candidates:
+        data.candidates = summarize(candidates)
     counts = dict(manifest.counts)
     if tables is not None:
         counts.update(tables.manifest_counts())
@@ -142,7 +154,7 @@ def report_data(manifest: RunManifest, tables: CorpusTables | None = None, *,
         data.rows = {"sft": len(tables.sft), "sft holdout": len(tables.sft_holdout),
                      "dpo": len(tables.dpo), "dpo holdout": len(tables.dpo_holdout),
                      "wm": len(tables.wm)}
-    for name, c in yields.items():
+    for name, c in yields.items() if not candidates else ():
         validated = manifest.counts.get(f"tasks.{name}") or manifest.counts.get(f"synth.{name}")
         if validated and validated.get("in") is not None:
             c["candidates"] = validated["in"]
@@ -222,6 +234,21 @@ def _replay_section(r: Mapping[str, Any]) -> list[str]:
             _kv_table(sorted(r["counts"].items())) if r["counts"] else ""]
 
 
+def _candidates_section(s: DropSummary | None) -> list[str]:
+    if s is None:
+        return []
+    if not s.dropped:
+        return ["<h2>Why candidates were dropped</h2>",
+                f"<p class='muted'>no drops among {s.candidates} candidate(s)</p>"]
+    body = "".join(f"<tr><th>{escape(r)}</th><td class='n'>{n}</td><td>{escape(d)}</td></tr>"
+                   for r, n, d in s.top)
+    advice = f"<p><strong>{escape(s.advice)}</strong></p>" if s.advice else ""
+    return ["<h2>Why candidates were dropped</h2>",
+            f"<p>{s.dropped} of {s.candidates} candidates dropped (every one is a row of "
+            "<code>candidates/</code>)</p>", advice,
+            f"<table><tr><th>reason</th><th>candidates</th><th>example</th></tr>{body}</table>"]
+
+
 def render_report(d: ReportData) -> str:
     """The whole ``index.html`` as one string."""
     m = d.manifest
@@ -243,6 +270,7 @@ def render_report(d: ReportData) -> str:
         "<h2>Yield per strategy</h2>", _yield_table(d.yields), "</div><div>",
         "<h2>Drops (every stage)</h2>", _kv_table(d.drops.most_common())
         if d.drops else "<p class='muted'>nothing dropped</p>", "</div></div>",
+        *_candidates_section(d.candidates),
         *_replay_section(d.replay),
         "<h2>Charts</h2>", f"<div class='charts'>{charts}</div>",
         "<h2>Example rows</h2>", examples or "<p class='muted'>no rows yet</p>",
@@ -259,8 +287,10 @@ def write_report(store: Store, run_id: str) -> str:
     manifest = store.read_manifest(run_id)  # no manifest: "no run <id>" (one clear error)
     tasks = optional_records(store, "tasks", run_id, Task)
     trajs = optional_records(store, "trajectories", run_id, Trajectory)
+    cands = optional_records(store, CANDIDATES_STAGE, run_id, CandidateRecord)
     tables = load_corpus_tables(store, run_id)
-    html = render_report(report_data(manifest, tables, tasks=tasks, trajectories=trajs))
+    html = render_report(report_data(manifest, tables, tasks=tasks, trajectories=trajs,
+                                      candidates=cands))
     key = report_key(run_id, "index.html")
     store.write_text(key, html)
     return key

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from swemill.core.errors import ConfigError, CorpusError
+from swemill.core.errors import ConfigError, CorpusError, ValidationError
 from swemill.core.records import RunManifest
 from swemill.pipeline.manifest import update_manifest
 from swemill.pipeline.stages import StageContext
@@ -100,6 +100,12 @@ def tasks(ctx: StageContext) -> dict[str, int]:
                      executor=c.executor, suite_timeout_s=c.suite_timeout_s)
     result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, resume=ctx.resume,
                        progress=_progress(ctx))
+    if not result.tasks:  # the rollouts would only say "no tasks": say why there are none
+        summary = result.drop_summary
+        why = (summary.advice or summary.lines()[0]) if summary else "nothing was validated"
+        notes = [f"{n}: {y.note}" for n, y in result.yields.items() if y.note]
+        raise ValidationError(f"no task from {result.candidates} candidate(s) of "
+                              f"{result.repo}: {why}" + "".join(f"; {n}" for n in notes))
     return {"tasks": result.tasks, "candidates": result.candidates}
 
 

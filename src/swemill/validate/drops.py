@@ -15,11 +15,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from swemill.core.records import CandidateRecord
+from swemill.store import Store
 from swemill.validate.check import Checked
 from swemill.validate.emit import instance_id_of
 from swemill.validate.explain import MISSING_MODULE, one_line
 
-__all__ = ["CANDIDATES_STAGE", "candidate_records", "DropSummary", "summarize"]
+__all__ = ["CANDIDATES_STAGE", "candidate_records", "DropSummary", "summarize", "run_summary"]
 
 CANDIDATES_STAGE = "candidates"
 _WARNING = re.compile(r"\b([A-Za-z_][\w.]*Warning)\b")
@@ -94,6 +95,14 @@ def summarize(rows: Iterable[CandidateRecord]) -> DropSummary:
         reason = top[0][0]
         summary.advice = _advice(reason, [r for r in dropped if r.reason == reason], len(rows))
     return summary
+
+
+def run_summary(store: Store, run_id: str) -> DropSummary | None:
+    """The drop summary of every candidate of ``run_id`` in ``store``; None when the run has
+    no ``candidates/`` table (no tasks stage yet, or a run made before it existed)."""
+    if not store.complete_shards(CANDIDATES_STAGE, run_id):
+        return None
+    return summarize(store.read_records(CANDIDATES_STAGE, run_id, CandidateRecord))
 
 
 def _advice(reason: str, rows: list[CandidateRecord], total: int) -> str:
