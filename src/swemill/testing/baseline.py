@@ -79,7 +79,7 @@ def run_baseline(env: RepoEnv, *, backend: str = "auto", runs: int = 3,
         durations_s=durations, flaky=flaky, collect_errors=collect_errors(reports),
         coverage=build_coverage_map(reports[0].coverage, env.source_path),
         suite_wall_s=round(statistics.median(r.wall_s for r in reports[1:] or reports), 3),
-        startup_s=startup, test_cmd=command_line(env, "/workspace"),
+        startup_s=startup, test_cmd=command_line(env),
     )
     write_text_atomic(env.baseline_path, baseline.model_dump_json(indent=2) + "\n")
     return baseline

@@ -144,8 +144,16 @@ def _coverage(text: str, nonce: str) -> dict[str, dict[str, list[int]]]:
     return data["files"]
 
 
-def command_line(env: RepoEnv, workdir: str) -> str:
-    """The suite's command as a person would type it in the sandbox (for records and docs)."""
-    argv = pytest_argv(env, workdir)
+def command_line(env: RepoEnv) -> str:
+    """The suite's command as a person types it at the repository's root, in an environment
+    with the project and its test dependencies installed; test ids go after it.
+
+    It has every flag swemill's own runs use, the repository's (filtered) ``addopts`` given
+    explicitly, so a checkout whose configuration lacks them (an older commit, say) runs the
+    same tests; not swemill's reporter, which only swemill installs; and ``-rA``, so the
+    log names each test's outcome. A task's ``test_cmd`` and the SWE-bench export's."""
+    argv = pytest_argv(env, ".")
+    at = argv.index(PLUGIN_MODULE)
+    del argv[at - 1: at + 1]
     argv[0] = "python"
-    return shlex.join(argv)
+    return shlex.join([*argv, "-rA"])

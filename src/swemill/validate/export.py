@@ -2,6 +2,10 @@
 
 There ``patch`` is the *bug* patch (base -> broken), as SWE-smith publishes its instances, and
 ``FAIL_TO_PASS`` / ``PASS_TO_PASS`` are JSON-encoded lists, as in SWE-bench's own files.
+``test_cmd`` is how to run an instance's tests at its base commit with plain pytest (no swemill
+code): run at the repository's root, with the test ids after it, in an environment with the
+project and its test dependencies installed; it carries every flag the tests need, the
+repository's own ``addopts`` included, so an older commit's configuration cannot drop one.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ def swebench_rows(tasks: Iterable[Task], goldens: Iterable[Golden]) -> Iterator[
             "environment_setup_commit": task.base_commit,
             "FAIL_TO_PASS": json.dumps(task.FAIL_TO_PASS),
             "PASS_TO_PASS": json.dumps(task.PASS_TO_PASS),
+            "test_cmd": task.test_cmd,
             "strategy": task.strategy,
             "license_tier": task.license_tier,
         }

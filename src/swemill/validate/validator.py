@@ -34,6 +34,7 @@ from swemill.synth.base import RepoView
 from swemill.synth.combine import ValidatedBug
 from swemill.synth.problem import FailingTest, write_problem_statement
 from swemill.testing.baseline import run_baseline
+from swemill.testing.runner import command_line
 from swemill.testing.timeouts import suite_timeout_for
 from swemill.validate.audit import audit_tasks
 from swemill.validate.check import CheckContext, Checked
@@ -190,7 +191,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     setup_s = time.monotonic() - started
     manifest = _manifest(store, run_id, source, config)
     store.write_jsonl(gate_verdicts_key(run_id), [verdict])
-    run = _Run(source, src, env, store, run_id, config, verdict.license_tier, baseline.test_cmd,
+    run = _Run(source, src, env, store, run_id, config, verdict.license_tier, command_line(env),
                _writer(config), say)
     result = TasksResult(run_id, source, src.repo, src.commit, verdict.license_tier,
                          timings_s={"setup": round(setup_s, 3)})
