@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from swemill.core.errors import ConfigError
-from swemill.repo.recipe import Recipe, detect_recipe, filter_addopts, has_tests, load_recipe
+from swemill.repo.recipe import (
+    Recipe,
+    detect_recipe,
+    filter_addopts,
+    has_tests,
+    load_recipe,
+    resolve_recipe,
+)
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -128,3 +135,77 @@ def test_recipe_file_overrides_and_bad_files_are_clear_errors(tmp_path: Path) ->
     bad.write_text('{"extras": "not-a-list", "surprise": 1}')
     with pytest.raises(ConfigError, match="is not a valid recipe"):
         load_recipe(bad)
+
+
+def test_tox_toml_noxfile_setup_py_expressions_and_tox_groups(tmp_path: Path) -> None:
+    r = detect_recipe(write(tmp_path, {
+        "pyproject.toml": """
+            [project]
+            name = "p"
+            [dependency-groups]
+            lint = ["ruff"]
+            typing = ["typeguard"]
+            """,
+        "tox.toml": """
+            [env_run_base]
+            deps = ["pytest-timeout", "-r{tox_root}/req-extra.txt", "{env:X}"]
+            extras = ["speedups"]
+            dependency_groups = ["typing"]
+            """,
+        "req-extra.txt": "freezegun\n",
+        "noxfile.py": """
+            import nox
+            TEST_DEPS = ["hypothesis", "pytest-xdist"]
+
+            @nox.session
+            def tests(session):
+                session.install("-e", ".[testing,yaml]", "--group", "lint")
+                session.install(*TEST_DEPS, "-r", "ci/nox-req.txt", "sphinx")
+                session.run("pytest")
+
+            @nox.session
+            def docs(session):
+                session.install("furo-not-for-tests")
+            """,
+        "ci/nox-req.txt": "responses\n",
+        "setup.py": "from setuptools import setup\nEXTRAS = {'full': ['a']}\n"
+                    "setup(name='p', extras_require={'test': EXTRAS['full'] + ['b'], "
+                    "**{'docs': []}})\n",
+    }))
+    assert r.requirement_files == ["req-extra.txt", "ci/nox-req.txt"]
+    assert set(r.extras) == {"speedups", "testing", "yaml", "test"}
+    assert {"pytest-timeout", "typeguard", "hypothesis", "pytest-xdist"} <= set(r.packages)
+    # lint/docs tools and a session that is not a test session are left out
+    assert not {"ruff", "sphinx", "furo-not-for-tests"} & set(r.packages)
+    assert {"tox.toml: test dependencies", "noxfile.py: test dependencies",
+            "setup.py: extras ['test']"} <= set(r.evidence)
+
+
+def test_committed_recipe_and_a_recipe_that_adds_to_detection(tmp_path: Path) -> None:
+    root = write(tmp_path / "repo", {
+        "pyproject.toml": """
+            [project]
+            name = "p"
+            [project.optional-dependencies]
+            test = ["hypothesis"]
+            [tool.pytest.ini_options]
+            addopts = "-rs"
+            """})
+    assert resolve_recipe(root).extras == ["test"]
+    write(root, {".swemill/recipe.toml": 'packages = ["numpy"]\npytest_args = ["-k", "fast"]\n'})
+    committed = resolve_recipe(root)  # replaces detection
+    assert (committed.extras, committed.packages) == ([], ["numpy"])
+    assert committed.evidence == [".swemill/recipe.toml"]
+    write(root, {".swemill/recipe.toml": 'detect = true\npackages = ["numpy"]\n'})
+    added = resolve_recipe(root)
+    assert (added.extras, added.packages, added.pytest_args) == (["test"], ["numpy"], ["-rs"])
+    given = Recipe(detect=True, pytest_args=["-x0"], python="3.12")  # --recipe wins over both
+    mine = resolve_recipe(root, given)
+    assert (mine.extras, mine.packages, mine.pytest_args, mine.python) == (
+        ["test"], [], ["-x0"], "3.12")
+    write(root, {".swemill/recipe.toml": 'python = "/tmp/x/evil"\n'})
+    with pytest.raises(ConfigError, match="python must be a version like 3.12"):
+        resolve_recipe(root)  # the host would run the named program to build the venv
+    write(root, {".swemill/recipe.toml": "surprise = 1\n"})
+    with pytest.raises(ConfigError, match="recipe.toml is not a valid recipe"):
+        resolve_recipe(root)

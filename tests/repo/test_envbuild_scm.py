@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -21,6 +22,7 @@ from swemill.repo.envbuild import reason_line
 from swemill.repo.generated import collect_generated, place_generated
 from swemill.repo.scm import derive_version, scm_versioned, version_env
 from swemill.repo.sources import git
+from swemill.repo.testdeps import Skipped, install_test_deps
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -122,6 +124,7 @@ HATCH_VCS_PROJECT = {
         test = ["iniconfig"]
         """,
     ".gitignore": "_version.py\n",
+    "requirements-test.txt": "swemill-no-such-package-xyz==1.0\n",
     "src/scmdemo/__init__.py": "from scmdemo._version import version\n",
     "tests/test_version.py": """
         import iniconfig
@@ -141,7 +144,8 @@ HATCH_VCS_PROJECT = {
 def test_hatch_vcs_project_builds_from_a_git_checkout(tmp_path: Path) -> None:
     """hatchling + hatch-vcs from a git checkout: the version is derived, the backend's own
     build requirement (``editables``) installed, the generated ``_version.py`` imported by
-    the tests, the PEP 735 test group installed."""
+    the tests, the PEP 735 test group installed, a test requirement with no release skipped
+    and reported."""
     repo = write(tmp_path / "scmdemo", HATCH_VCS_PROJECT)
     git(["init", "-q", "-b", "main"], repo)
     git(["add", "-A"], repo)
@@ -156,8 +160,36 @@ def test_hatch_vcs_project_builds_from_a_git_checkout(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["counts"] == {"passed": 2}
+    [skipped] = out["env_skipped"]  # said, not silent; the rest of the tests still run
+    assert skipped["requirement"] == "swemill-no-such-package-xyz==1.0"
+    assert "swemill-no-such-package-xyz" in skipped["reason"]
+    assert out["generated"] == ["src/scmdemo/_version.py"]
     evidence = "\n".join(out["recipe"]["evidence"])
     assert "version 3.1.post1+g" in evidence and "editables" in evidence
     work = Path(out["source"]["path"])
     assert (work / "src" / "scmdemo" / "_version.py").is_file()
     assert git(["status", "--porcelain"], work) == ""  # untracked and ignored: same commit
+
+
+def test_test_dependencies_that_cannot_be_installed_are_skipped_with_their_cause() -> None:
+    """Driven through a scripted installer: what it refuses is skipped and said, the rest
+    installed; the project itself failing is fatal."""
+    refuse = {"nowheel-pkg": "no wheels with a matching platform tag", "bad==9": "not found"}
+    calls: list[list[str]] = []
+
+    def run(reqs: list[str]) -> tuple[int, str]:
+        calls.append(reqs)
+        bad = [refuse[r] for r in reqs if r in refuse]
+        return (1, bad[0]) if bad else (0, "")
+
+    def fail(why: str) -> NoReturn:
+        raise AssertionError(f"required failed: {why}")
+
+    got = install_test_deps(run, ["proj", "pytest"], ["proj[tests]", "nowheel-pkg", "bad==9",
+                                                      "hypothesis", "pytest"], fail)
+    assert got == [Skipped("nowheel-pkg", refuse["nowheel-pkg"]), Skipped("bad==9", "not found")]
+    assert calls[0] == ["proj", "pytest", "proj[tests]", "nowheel-pkg", "bad==9", "hypothesis"]
+    assert calls[1] == ["proj", "pytest"] and ["proj", "pytest", "hypothesis"] in calls
+    assert install_test_deps(lambda reqs: (0, ""), ["proj"], ["x"], fail) == []
+    with pytest.raises(AssertionError, match="required failed: nope"):
+        install_test_deps(lambda reqs: (1, "nope"), ["proj"], ["x"], fail)

@@ -72,3 +72,31 @@ def test_a_directory_named_export_is_a_source_unless_run_is_given(tmp_path: Path
     assert as_source.returncode != 0 and "no tests found in export" in as_source.stderr
     as_command = tasks_export("elsewhere")
     assert as_command.returncode == 2 and "export needs --run" in as_command.stderr
+
+
+def test_recipe_skipped_dependency_and_build_cause_are_printed(tmp_path: Path) -> None:
+    """``--recipe`` reaches the build; a test dependency it names that cannot be installed is
+    printed after the table; a build that fails prints the failing step's own cause."""
+    from .conftest import bug_row, make_calc_repo
+
+    repo = tmp_path / "calc"
+    make_calc_repo(repo)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(bug_row("good", "    return a - b")) + "\n")
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text('detect = true\npackages = ["swemill-no-such-package-xyz==1.0"]\n')
+    cache = tmp_path / "cache"
+    proc = swemill("tasks", str(repo), "--out", str(tmp_path / "out"), "--strategies", "rows",
+                   "--rows", str(rows), "--max-tasks", "1", "--workers", "1", "--recipe",
+                   str(recipe), cache=cache)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "1 task(s)" in proc.stdout
+    assert "not installed (tests run without it): swemill-no-such-package-xyz==1.0: " \
+        in proc.stdout
+    broken = tmp_path / "broken"
+    make_calc_repo(broken)
+    (broken / "setup.py").write_text("raise RuntimeError('calc-cause-xyz')\n")
+    proc = swemill("tasks", str(broken), "--out", str(tmp_path / "out2"), cache=cache)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-2000:]
+    assert errors[0].endswith("RuntimeError: calc-cause-xyz"), errors

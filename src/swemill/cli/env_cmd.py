@@ -73,6 +73,8 @@ def _run(source: str, recipe_file: Path | None, rebuild: bool, backend: str,
                    "path": str(src.path)},
         "env": {"key": env.key, "path": str(env.path), "python": env.python_version},
         "recipe": env.recipe.model_dump(),
+        "env_skipped": [s.to_json() for s in env.skipped],
+        "generated": env.generated,
         "tests": len(baseline.outcomes),
         "counts": counts,
         "flaky": len(baseline.flaky),
@@ -107,6 +109,9 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("suite duration", f"{s['suite_wall_s']:.2f} s (start-up {s['startup_s']:.2f} s)"),
         ("coverage map", f"{s['coverage_functions']} functions"),
     ]
+    if s["generated"]:
+        rows.insert(4, ("generated", ", ".join(s["generated"])))
+    rows += [("not installed", f"{k['requirement']}: {k['reason']}") for k in s["env_skipped"]]
     from rich.markup import escape
 
     for key, value in rows:

@@ -52,6 +52,9 @@ def register(app: typer.Typer) -> None:
             "--suite-timeout", min=1.0, help="Seconds one baseline run of the whole suite may "
                                              "take (default: derived from the number of tests).")]
         = None,
+        recipe: Annotated[Path | None, typer.Option(
+            "--recipe", help="Install recipe (TOML or JSON) instead of the detected one; "
+                             "see docs/recipes.md.")] = None,
         run: Annotated[str | None, typer.Option(
             "--run", help="export: the run whose tasks to export.")] = None,
         fmt: Annotated[str, typer.Option("--format", help="export: only 'swebench'.")]
@@ -77,7 +80,7 @@ def register(app: typer.Typer) -> None:
             return
         summary = _run(source, Store.open(out), _config(
             strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
-            executor, suite_timeout),
+            executor, suite_timeout, recipe),
             run_id, resume, quiet=json_out)
         if json_out:
             emit_json(summary)
@@ -89,7 +92,7 @@ def register(app: typer.Typer) -> None:
 
 def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
             audit: int, allow_contaminated: bool, backend: str, executor: str = "local",
-            suite_timeout: float | None = None) -> Any:
+            suite_timeout: float | None = None, recipe: Path | None = None) -> Any:
     from pydantic import ValidationError as PydanticError
 
     from swemill.validate.config import TasksConfig
@@ -98,7 +101,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
         "strategies": [s for s in strategies.split(",") if s.strip()], "rows": rows,
         "max_tasks": max_tasks, "seed": seed, "audit": audit,
         "allow_contaminated": allow_contaminated, "backend": backend, "executor": executor,
-        "suite_timeout_s": suite_timeout,
+        "suite_timeout_s": suite_timeout, "recipe": recipe,
     }
     if workers is not None:
         opts["workers"] = workers
@@ -143,6 +146,9 @@ def _print(s: dict[str, Any]) -> None:
         table.add_row(name, str(y["candidates"]), str(y["valid"]), str(y["tasks"]),
                       f"{100 * y['yield']:.0f}%", drops or (y["note"] or ""))
     out.print(table)
+    for line in s.get("env_skipped", []):
+        out.print(f"not installed (tests run without it): {line}", highlight=False,
+                  markup=False)
     t = s["timings_s"]
     out.print(f"setup {t.get('setup', 0):.1f} s, validation {t.get('validate', 0):.1f} s "
               f"({s['cpu_s']:.1f} CPU s), audited {s['audited']}", highlight=False)

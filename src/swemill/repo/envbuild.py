@@ -39,10 +39,11 @@ from swemill.repo.install import (
     wheel_only_requirements,
 )
 from swemill.repo.pyselect import pick_python
-from swemill.repo.recipe import Recipe, detect_recipe, has_tests
+from swemill.repo.recipe import ALWAYS, Recipe, has_tests, resolve_recipe
 from swemill.repo.relocate import relocate_editable
 from swemill.repo.scm import derive_version, scm_versioned, version_env
 from swemill.repo.sources import ResolvedSource
+from swemill.repo.testdeps import Skipped, install_test_deps, requirement_units
 from swemill.repo.uvbin import find_uv
 from swemill.sandbox.base import WORKSPACE, Bind, ExecResult
 
@@ -68,6 +69,8 @@ class RepoEnv:
     """Workspace-relative directories the project imports from (``.`` or ``src``)."""
     generated: list[str] = field(default_factory=list)
     """Files the install wrote into its tree, placed into the working copy (``generated``)."""
+    skipped: list[Skipped] = field(default_factory=list)
+    """Test dependencies that could not be installed (the tests run without them)."""
 
     @property
     def venv(self) -> Path:
@@ -123,18 +126,21 @@ def load_env(path: Path, src_path: Path) -> RepoEnv | None:
     return RepoEnv(key=meta["key"], path=path, repo=meta["repo"], commit=meta["commit"],
                    source_path=src_path, recipe=recipe, python_version=meta["python_version"],
                    base_prefix=Path(meta["base_prefix"]), import_roots=meta["import_roots"],
-                   generated=list(meta.get("generated", [])))
+                   generated=list(meta.get("generated", [])),
+                   skipped=[Skipped(**s) for s in meta.get("skipped", [])])
 
 
 def build_env(src: ResolvedSource, *, cache: Path | None = None, recipe: Recipe | None = None,
               rebuild: bool = False) -> RepoEnv:
     """Return the environment of ``src``, building it unless a matching one is cached.
 
-    A given ``recipe`` overrides detection; a cached env built from another recipe is rebuilt.
+    A given ``recipe`` (or one the repository commits) overrides detection
+    (:func:`~swemill.repo.recipe.resolve_recipe`); a cached env built from another recipe is
+    rebuilt.
     """
     if not has_tests(src.path):
         raise EnvBuildError(f"no tests found in {src.repo} ({src.path}): nothing to run")
-    recipe = recipe or detect_recipe(src.path)
+    recipe = resolve_recipe(src.path, recipe)
     root = cache_root(cache)
     key = env_key(src)
     final = root / "envs" / key
@@ -168,10 +174,9 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     if recipe.editable and _is_project(work):
         build = _Build(uv, venv, work, base_prefix, log, src)
         recipe = build.install(recipe)
-        project = project_requirement(venv, [WORKSPACE, str(work)], recipe.extras)
+        project = project_requirement(venv, [WORKSPACE, str(work)], [])
         generated = collect_generated(work, src.path, tmp / "generated")
-    reqs = wheel_only_requirements(src.path, recipe.requirement_files, tmp)
-    _run(_deps_cmd(uv, venv, project, reqs, recipe), log, src, cwd=tmp)
+    skipped = _install_deps(uv, venv, project, recipe, tmp, log, src)
     roots = relocate_editable(venv, work, WORKSPACE) if project else []
     if not roots:
         roots = _fallback_pth(venv, work)
@@ -181,7 +186,7 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     meta = {"key": final.name, "repo": src.repo, "commit": src.commit, "spec": src.spec,
             "requested_recipe": _recipe_hash(requested),
             "python_version": version, "base_prefix": str(base_prefix), "import_roots": roots,
-            "generated": generated}
+            "generated": generated, "skipped": [s.to_json() for s in skipped]}
     write_text_atomic(tmp / "env.json", json.dumps(meta, indent=2) + "\n")
 
 
@@ -254,12 +259,27 @@ def _wheels_cmd(uv: str, venv: Path, reqs: list[str]) -> list[str]:
             "--only-binary", ":all:", *reqs]
 
 
-def _deps_cmd(uv: str, venv: Path, project: str | None, reqs: list[Path],
-              recipe: Recipe) -> list[str]:
-    cmd = _wheels_cmd(uv, venv, [project] if project else [])
-    for req in reqs:
-        cmd += ["-r", str(req)]
-    return cmd + recipe.all_packages()
+def _install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: Path,
+                  log: Path, src: ResolvedSource) -> list[Skipped]:
+    """The project's dependencies, pytest and coverage (all required), then the recipe's test
+    dependencies (each skipped, with its cause, when it cannot be installed)."""
+    files = wheel_only_requirements(src.path, recipe.requirement_files, tmp)
+    options = tmp / "requirements-options.txt"
+    optional = [f"{project}[{e}]" for e in recipe.extras] if project else []
+    optional += requirement_units(files, options) + recipe.packages
+    required = ([project] if project else []) + list(ALWAYS)
+
+    codes: list[int] = []
+
+    def run(reqs: list[str]) -> tuple[int, str]:
+        codes.append(_run([*_wheels_cmd(uv, venv, reqs), "-r", str(options)], log, src,
+                          cwd=tmp, check=False))
+        return codes[-1], "" if codes[-1] == 0 else reason_line(_last_step(log))
+
+    def fail(_why: str) -> NoReturn:
+        _fail(f"install of {src.repo}@{src.commit[:12]} failed (exit {codes[-1]})", log)
+
+    return install_test_deps(run, required, optional, fail)
 
 
 def _log_result(result: ExecResult, log: Path, what: str) -> None:
@@ -309,7 +329,7 @@ def _compile(uv: str, venv: Path, final_venv: Path, work: Path, base_prefix: Pat
 
 
 def _run(cmd: list[str], log: Path, src: ResolvedSource, *, cwd: Path | None = None,
-         check: bool = True) -> None:
+         check: bool = True) -> int:
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "PYTHONDONTWRITEBYTECODE": "1",
            "VIRTUAL_ENV": ""}
     env.pop("VIRTUAL_ENV")
@@ -323,15 +343,22 @@ def _run(cmd: list[str], log: Path, src: ResolvedSource, *, cwd: Path | None = N
             _fail(f"install of {src.repo} did not finish within {_INSTALL_TIMEOUT_S} s", log)
     if check and proc.returncode != 0:
         _fail(f"install of {src.repo}@{src.commit[:12]} failed (exit {proc.returncode})", log)
+    return proc.returncode
 
 
 def _fail(summary: str, log: Path) -> NoReturn:
     """Raise with the log's tail, keeping a copy of the log outside the doomed temp dir."""
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    last = max((i for i, ln in enumerate(lines) if ln.startswith("$ ")), default=-1)
     tail = lines[-_LOG_TAIL:]
-    raise EnvBuildError(f"{summary}: {reason_line(lines[last + 1:])}\n" + "\n".join(tail)
+    raise EnvBuildError(f"{summary}: {reason_line(_last_step(log))}\n" + "\n".join(tail)
                         + f"\n(full log: {_keep_log(log)})")
+
+
+def _last_step(log: Path) -> list[str]:
+    """The output of the log's last command."""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    last = max((i for i, ln in enumerate(lines) if ln.startswith("$ ")), default=-1)
+    return lines[last + 1:]
 
 
 _COMPILER = re.compile(r"\b(fatal error|error):\s", re.I)

@@ -1,9 +1,12 @@
 """The install recipe of a repository, detected from its files and stored as ``recipe.json``.
 
-Detection looks, in order, at pyproject extras and dependency groups, requirements files,
-setup.cfg / setup.py extras, tox.ini deps and the pytest configuration. Test-named groups win;
-dev-named ones are used only when there is no test group, and then without the lint, docs and
-release tools they usually carry (they cost minutes to install and never run a test).
+Detection looks, in order, at pyproject extras and dependency groups (PEP 735), requirements
+files, setup.cfg / setup.py extras and ``tests_require``, tox (``tox.ini``, ``tox.toml``) and
+nox (``noxfile.py``, read, never run) test dependencies, and the pytest configuration.
+Test-named groups win; dev-named ones are used only when there is no test group, and then
+without the lint, docs and release tools they usually carry (they cost minutes to install and
+never run a test). A user's recipe (``--recipe FILE``, or ``.swemill/recipe.toml`` committed
+in the repository) replaces detection: see docs/recipes.md.
 """
 
 from __future__ import annotations
@@ -19,8 +22,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from swemill.core.errors import ConfigError
+from swemill.repo.testdecl import from_noxfile, from_tox_ini, from_tox_toml, setup_py_extra_names
 
-__all__ = ["Recipe", "detect_recipe", "load_recipe", "has_tests"]
+__all__ = ["COMMITTED", "Recipe", "detect_recipe", "has_tests", "load_recipe", "resolve_recipe"]
+
+COMMITTED = ".swemill/recipe.toml"
+"""Where a repository may commit its own recipe."""
 
 TEST_NAMES = ("test", "tests", "testing")
 DEV_NAMES = ("dev", "develop", "development")
@@ -67,6 +74,9 @@ class Recipe(BaseModel):
     test_paths: list[str] = Field(default_factory=list)
     evidence: list[str] = Field(default_factory=list)
     """Which files each part of the recipe came from."""
+    detect: bool = False
+    """Also detect from the repository's files: this recipe's lists are added to what was
+    found, and its settings (python, pytest_args, test_paths...) win where given."""
 
     def all_packages(self) -> list[str]:
         have = {_req_name(p) for p in self.packages}
@@ -85,6 +95,34 @@ def load_recipe(path: Path) -> Recipe:
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         first = str(exc).strip().splitlines()[0]
         raise ConfigError(f"recipe file {path} is not a valid recipe: {first}") from None
+
+
+def resolve_recipe(root: Path, given: Recipe | None = None) -> Recipe:
+    """The recipe a build of ``root`` uses: ``given`` (``--recipe``), else the repository's
+    committed ``.swemill/recipe.toml``, else detection; ``detect = true`` adds detection."""
+    recipe = given
+    if recipe is None and (root / COMMITTED).is_file():
+        recipe = load_recipe(root / COMMITTED)
+        if recipe.python and not re.fullmatch(r"\d+(\.\d+){0,2}", recipe.python):
+            # the host runs the named interpreter to build the venv: a repository may not
+            # choose which program that is
+            raise ConfigError(f"{COMMITTED}: python must be a version like 3.12, not "
+                              f"{recipe.python!r} (a path can only be given with --recipe)")
+        recipe.evidence.append(COMMITTED)
+    if recipe is None:
+        return detect_recipe(root)
+    return _merged(detect_recipe(root), recipe) if recipe.detect else recipe
+
+
+def _merged(found: Recipe, mine: Recipe) -> Recipe:
+    out = found.model_copy(deep=True)
+    for name in ("extras", "requirement_files", "packages", "evidence"):
+        setattr(out, name, list(dict.fromkeys([*getattr(found, name), *getattr(mine, name)])))
+    for name in ("python", "requires_python", "pytest_args", "test_paths"):
+        if name in mine.model_fields_set:
+            setattr(out, name, getattr(mine, name))
+    out.editable, out.detect = mine.editable, True
+    return out
 
 
 def _req_name(req: str) -> str:
@@ -113,7 +151,7 @@ def detect_recipe(root: Path) -> Recipe:
     _from_pyproject(pyproject, r)
     _from_requirements(root, r)
     _from_setup(root, r)
-    _from_tox(root, r)
+    _from_runners(root, pyproject, r)
     _pytest_config(root, pyproject, r)
     r.packages = list(dict.fromkeys(r.packages))
     r.extras = list(dict.fromkeys(r.extras))
@@ -203,8 +241,9 @@ def _from_setup_py(path: Path, r: Recipe) -> None:
         if not isinstance(node, ast.keyword):
             continue
         value = _literal(node.value)
-        if node.arg == "extras_require" and isinstance(value, dict):
-            keys = [k for k in value if isinstance(k, str) and k.lower() in TEST_NAMES]
+        if node.arg == "extras_require":
+            names = list(value) if isinstance(value, dict) else setup_py_extra_names(node.value)
+            keys = [k for k in names if isinstance(k, str) and k.lower() in TEST_NAMES]
             r.extras += keys
             if keys:
                 r.evidence.append(f"setup.py: extras {keys}")
@@ -223,22 +262,22 @@ def _literal(node: ast.AST) -> Any:
         return None
 
 
-def _from_tox(root: Path, r: Recipe) -> None:
-    cfg = _ini(root / "tox.ini")
-    if not cfg.has_section("testenv"):
-        return
-    env = cfg["testenv"]
-    for line in env.get("deps", "").splitlines():
-        line = line.split("#")[0].strip()
-        if line.startswith("-r"):
-            req = line[2:].strip().replace("{toxinidir}/", "")
-            if "{" not in req and (root / req).is_file() and req not in r.requirement_files:
-                r.requirement_files.append(req)
-        elif line and "{" not in line and not line.startswith(("-", ".")) and ":" not in line:
-            r.packages += _useful([line])
-    extras = [e.strip() for e in re.split(r"[,\s]+", env.get("extras", "")) if e.strip()]
-    r.extras += [e for e in extras if "{" not in e and ":" not in e]
-    r.evidence.append("tox.ini: [testenv] deps/extras")
+def _from_runners(root: Path, pyproject: dict[str, Any], r: Recipe) -> None:
+    """Test dependencies named by tox (``tox.ini``, ``tox.toml``) and nox sessions."""
+    groups = pyproject.get("dependency-groups", {})
+    for where, found in (("tox.ini", from_tox_ini(root)), ("tox.toml", from_tox_toml(root)),
+                         ("noxfile.py", from_noxfile(root))):
+        files = [f for f in found.requirement_files
+                 if "{" not in f and (root / f).is_file() and f not in r.requirement_files]
+        packages = _useful(found.packages)
+        packages += _useful([p for g in found.groups if isinstance(groups, dict)
+                             for p in _expand_group(groups, g, set())])
+        if not (files or packages or found.extras):
+            continue
+        r.requirement_files += files
+        r.packages += packages
+        r.extras += found.extras
+        r.evidence.append(f"{where}: test dependencies")
 
 
 def _ini(path: Path) -> configparser.ConfigParser:

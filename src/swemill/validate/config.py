@@ -67,6 +67,9 @@ class TasksConfig(BaseModel):
     pytest afresh in a fork of the warm server."""
     combine_feed: int = Field(default=6, ge=0)
     """With ``combine``: validate at least this many bugs of the first strategy to merge."""
+    recipe: Path | None = None
+    """An install recipe file (``--recipe``, see docs/recipes.md) instead of the detected one
+    (or the repository's committed ``.swemill/recipe.toml``)."""
 
     @field_validator("strategies")
     @classmethod
@@ -134,6 +137,8 @@ class TasksResult:
     """Strategies whose shards were already complete and were read back, not redone."""
     drop_summary: DropSummary | None = None
     """Top drop reasons of the source's candidates (read back from ``candidates/``)."""
+    env_skipped: list[str] = field(default_factory=list)
+    """Test dependencies the environment could not install (``requirement: cause``)."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -146,7 +151,7 @@ class TasksResult:
                        for k, v in self.yields.items()},
             "drops": self.drops, "timings_s": self.timings_s, "cpu_s": round(self.cpu_s, 3),
             "instance_ids": self.instance_ids, "audited": self.audited, "resumed": self.resumed,
-            "head_image": self.head_image,
+            "head_image": self.head_image, "env_skipped": self.env_skipped,
             "drop_summary": self.drop_summary.to_dict() if self.drop_summary else None,
             "drop_lines": self.drop_summary.lines() if self.drop_summary else [],
         }

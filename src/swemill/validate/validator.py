@@ -25,6 +25,7 @@ from swemill.core.errors import StoreError
 from swemill.core.records import CandidateRecord, Golden, RunManifest, Task, utcnow
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
+from swemill.repo.recipe import load_recipe
 from swemill.repo.sources import ResolvedSource, resolve_source
 from swemill.sandbox import Limits
 from swemill.store import Store, schema_for_model
@@ -184,7 +185,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
         src.path, source=source, repo=src.repo,
         policy=GatePolicy(allow_contaminated=config.allow_contaminated)))
     say(f"environment of {src.repo}", 0, 0)
-    env = build_env(src)
+    env = build_env(src, recipe=load_recipe(config.recipe) if config.recipe else None)
     suite_timeout = suite_timeout_for(env.source_path, config.suite_timeout_s).seconds
     baseline = run_baseline(env, backend=config.backend, suite_timeout=suite_timeout,
                             step=lambda msg: say(msg, 0, 0))
@@ -194,7 +195,8 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     run = _Run(source, src, env, store, run_id, config, verdict.license_tier, command_line(env),
                _writer(config), say)
     result = TasksResult(run_id, source, src.repo, src.commit, verdict.license_tier,
-                         timings_s={"setup": round(setup_s, 3)})
+                         timings_s={"setup": round(setup_s, 3)},
+                         env_skipped=[f"{k.requirement}: {k.reason}" for k in env.skipped])
     ctx = CheckContext(baseline, src.commit, config.timeout_factor, config.timeout_margin_s)
     limits = Limits(timeout_s=suite_timeout, memory_mb=config.memory_mb)
     if executor is None:  # config.executor is local: anything else was built above
