@@ -108,6 +108,7 @@ def _child(args: list[str], result_path: str, log_path: str, progress: int) -> N
     os.dup2(null, 0)
     import pytest
 
+    _as_pytest_argv(args)
     collector = _Collector(progress)
     code = 4
     try:
@@ -125,6 +126,13 @@ def _child(args: list[str], result_path: str, log_path: str, progress: int) -> N
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _as_pytest_argv(args: list[str]) -> None:
+    """``sys.argv`` as ``python -m pytest ARGS`` has it (a conftest may read it)."""
+    import pytest
+
+    sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *args]
 
 
 def _exec_cold(args: list[str], result_path: str, log_path: str, progress: int) -> None:
@@ -833,6 +841,7 @@ def _image_main(args: list[str], workdir: str, requests: int, replies: int,
     # adds half the work a Python sys.setprofile callback does (counted by callgrind on
     # more-itertools' collection: 1.4 against 2.8 billion instructions; the same code seen)
     profiler = cProfile.Profile(builtins=False)
+    _as_pytest_argv(args)
     image = _HeadImage(workdir, requests, replies, log_path, profiler, started)
 
     class Plugin:
