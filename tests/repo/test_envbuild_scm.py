@@ -193,3 +193,36 @@ def test_test_dependencies_that_cannot_be_installed_are_skipped_with_their_cause
     assert install_test_deps(lambda reqs: (0, ""), ["proj"], ["x"], fail) == []
     with pytest.raises(AssertionError, match="required failed: nope"):
         install_test_deps(lambda reqs: (1, "nope"), ["proj"], ["x"], fail)
+
+
+def test_dependencies_older_commits_declare_and_the_head_dropped(tmp_path: Path) -> None:
+    """pr-mirror validates at older commits in the head's environment: what those commits
+    declare and the head no longer does is named (unpinned), minus plugins that would change
+    how the head's suite runs, requirements excluded by their markers, and the project."""
+    from swemill.repo.history import older_requirements
+
+    repo = tmp_path / "r"
+    versions = [
+        ('["six>=1.10", "oldproj[x]"]', '["freezegun==1.0", "pytest-randomly", '
+                                        '"py; python_version < \'3\'"]'),
+        ('["attrs"]', '["freezegun"]'),
+        ('["attrs>=22"]', '[]'),
+    ]
+    for i, (deps, tests) in enumerate(versions):
+        write(repo, {"pyproject.toml": f"""
+            [project]
+            name = "oldproj"
+            dependencies = {deps}
+            [project.optional-dependencies]
+            test = {tests}
+            """})
+        if i == 0:
+            git(["init", "-q", "-b", "main"], repo)
+            write(repo, {"setup.py": "setup(install_requires=['docopt'])\n"})
+        elif i == 1:
+            (repo / "setup.py").unlink()
+        git(["add", "-A"], repo)
+        git(["commit", "-q", "-m", f"v{i}"], repo)
+    assert older_requirements(repo, "oldproj") == ["docopt", "freezegun", "six"]
+    single = tagged_repo(tmp_path / "single", "v1", 0)
+    assert older_requirements(single, None) == []

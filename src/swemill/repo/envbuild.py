@@ -30,6 +30,7 @@ from typing import NoReturn
 from swemill.core.errors import EnvBuildError
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, write_text_atomic
 from swemill.repo.generated import collect_generated, place_generated
+from swemill.repo.history import older_requirements
 from swemill.repo.install import (
     build_requires,
     dynamic_build_requires,
@@ -176,7 +177,10 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
         recipe = build.install(recipe)
         project = project_requirement(venv, [WORKSPACE, str(work)], [])
         generated = collect_generated(work, src.path, tmp / "generated")
-    skipped = _install_deps(uv, venv, project, recipe, tmp, log, src)
+    older = older_requirements(src.path, _dist_name(src.path)) if recipe.older_commits else []
+    if older:
+        recipe = _noted(recipe, f"older commits declare what the head does not: {older}")
+    skipped = _install_deps(uv, venv, project, recipe, tmp, log, src, older)
     roots = relocate_editable(venv, work, WORKSPACE) if project else []
     if not roots:
         roots = _fallback_pth(venv, work)
@@ -260,13 +264,13 @@ def _wheels_cmd(uv: str, venv: Path, reqs: list[str]) -> list[str]:
 
 
 def _install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: Path,
-                  log: Path, src: ResolvedSource) -> list[Skipped]:
+                  log: Path, src: ResolvedSource, older: list[str]) -> list[Skipped]:
     """The project's dependencies, pytest and coverage (all required), then the recipe's test
     dependencies (each skipped, with its cause, when it cannot be installed)."""
     files = wheel_only_requirements(src.path, recipe.requirement_files, tmp)
     options = tmp / "requirements-options.txt"
     optional = [f"{project}[{e}]" for e in recipe.extras] if project else []
-    optional += requirement_units(files, options) + recipe.packages
+    optional += requirement_units(files, options) + recipe.packages + older
     required = ([project] if project else []) + list(ALWAYS)
 
     codes: list[int] = []

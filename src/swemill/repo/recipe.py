@@ -74,6 +74,9 @@ class Recipe(BaseModel):
     test_paths: list[str] = Field(default_factory=list)
     evidence: list[str] = Field(default_factory=list)
     """Which files each part of the recipe came from."""
+    older_commits: bool = True
+    """Also install, as optional test dependencies, what older commits (pr-mirror's window)
+    declare and the head no longer does (:mod:`swemill.repo.history`)."""
     detect: bool = False
     """Also detect from the repository's files: this recipe's lists are added to what was
     found, and its settings (python, pytest_args, test_paths...) win where given."""
