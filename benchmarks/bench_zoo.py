@@ -229,14 +229,18 @@ def summary_outcomes(stdout: str, ids: list[str]) -> dict[str, str]:
 
 
 def revalidate(task: dict[str, object], golden: dict[str, object], root: Path, python: Path,
-               roots: list[str], repeat: int) -> str:
-    """'' when the task holds by hand, else what contradicts it."""
+               roots: list[str], repeat: int, generated: Path | None = None) -> str:
+    """'' when the task holds by hand, else what contradicts it. ``generated`` holds what the
+    environment's build produced inside the tree (compiled extensions, ``_version.py``); it is
+    laid over the snapshot, as a SWE-bench image carries its build."""
     f2p, p2p = list(task["FAIL_TO_PASS"]), list(task["PASS_TO_PASS"])  # type: ignore[call-overload]
     with tempfile.TemporaryDirectory(prefix="zoo-reval-") as tmp:
         work = Path(tmp) / "w"
         data = (root / str(task["snapshot"])).read_bytes()
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             tar.extractall(work, filter="data")
+        if generated is not None and generated.is_dir():
+            shutil.copytree(generated, work, dirs_exist_ok=True)
         for run in range(repeat):
             out = pytest_by_hand(python, work, roots, f2p if run else f2p + p2p, 900)
             bad = [i for i in f2p if out.get(i) not in ("failed", "error")]
@@ -272,8 +276,9 @@ def one(project: Project, args: argparse.Namespace, base: Path) -> Row:
     info = json.loads(proc.stdout)
     row.env_ok = True
     row.baseline = {k: int(v) for k, v in info["counts"].items()}
-    python = Path(info["env"]["path"]) / "venv" / "bin" / "python"
-    roots = json.loads((Path(info["env"]["path"]) / "env.json").read_text())["import_roots"]
+    env_dir = Path(info["env"]["path"])
+    python = env_dir / "venv" / "bin" / "python"
+    roots = json.loads((env_dir / "env.json").read_text())["import_roots"]
     out = base / project.spec.replace(":", "_").replace("=", "_")
     shutil.rmtree(out, ignore_errors=True)
     group = CpuGroup(str(len(list(base.iterdir()))))
@@ -304,7 +309,8 @@ def one(project: Project, args: argparse.Namespace, base: Path) -> Row:
                  if k not in ("in", "out", "valid") and not k.startswith("skipped_")}
     goldens = {g["instance_id"]: g for g in read_table(out, "golden", run_id)}
     for task in read_table(out, "tasks", run_id):
-        why = revalidate(task, goldens[task["instance_id"]], out, python, roots, args.repeat)
+        why = revalidate(task, goldens[task["instance_id"]], out, python, roots, args.repeat,
+                         env_dir / "generated")
         row.revalidated += 1
         if why:
             row.false_tasks.append(f"{task['instance_id']}: {why}")
