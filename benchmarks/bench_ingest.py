@@ -21,7 +21,6 @@ messages; the rest of the file costs only a few hundred bytes per line. Figures:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -47,9 +46,6 @@ def child(corpus: Path, out: Path) -> None:
     t0 = time.perf_counter()
     import pyarrow.parquet  # noqa: F401  (the store's Parquet stack, imported up front)
 
-    with contextlib.suppress(ImportError):  # pyarrow pulls pandas in on first use
-        import pandas  # noqa: F401
-
     from swemill.store import Store
     from swemill.traces.ingest import ingest
 
@@ -66,6 +62,7 @@ def child(corpus: Path, out: Path) -> None:
         rss_before, "peak_rss_mb": _rss_mb(), "turns": c.assistant_turns,
         "tool_calls": c.tool_calls, "sessions": c.sessions, "lines": c.lines,
         "shards": result.shards, "quarantined": c.quarantined, "files": c.files,
+        "pandas": "pandas" in sys.modules,
     }))
 
 

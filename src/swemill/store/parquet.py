@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from swemill.core.errors import StoreError
+from swemill.store.arrays import build_array
 
 __all__ = ["schema_for_model", "rows_to_table", "table_to_rows", "table_to_bytes", "bytes_to_table",
            "read_parquet"]
@@ -159,7 +160,8 @@ def _array(values: list[Any], kind: pa.DataType) -> pa.Array:
         array = pa.StringArray.from_buffers(1, offsets, pa.py_buffer(data))
         array.validate(full=True)  # UTF-8 checked, as pa.array would
         return array
-    return pa.array(values, type=kind)
+    built = build_array(values, kind)
+    return built if built is not None else pa.array(values, type=kind)
 
 
 def table_to_rows(
