@@ -250,3 +250,28 @@ def test_policy_view_cannot_touch_golden(store: Store) -> None:
     store.write_records("candidates", "r1", "0", [{"instance_id": "a", "symbol": "f"}])
     with pytest.raises(StoreError, match="outside what this view"):
         view.read_records("candidates", "r1")
+
+
+def test_part_written_row_group_by_row_group(store: Store) -> None:
+    from swemill.store.parquet import rows_to_table
+
+    trajs = [_trajectory(i) for i in range(5)]
+    store.write_records("trajectories", "r1", "00000", trajs[:1])
+    part = store.open_part("trajectories", "r1", "00000")  # rewrites the finished shard
+    assert not store.is_complete("trajectories", "r1", "00000")
+    for chunk in (trajs[:2], trajs[2:3], trajs[3:]):
+        part.write(rows_to_table(chunk))
+    marker = part.close()
+    assert marker["rows"] == 5 and store.is_intact("trajectories", "r1", "00000")
+    data = store.get_bytes(layout.part_key("trajectories", "r1", "00000"))
+    assert marker["sha256"] == hashlib.sha256(data).hexdigest() and marker["bytes"] == len(data)
+    assert store.read_records("trajectories", "r1", Trajectory) == trajs
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(pa.BufferReader(data)).num_row_groups == 3
+    abandoned = store.open_part("trajectories", "r1", "00001")
+    abandoned.write(rows_to_table(trajs[:1]))
+    abandoned.abort()
+    assert store.complete_shards("trajectories", "r1") == ["00000"]
+    leftovers = [p for p in store.fs.find(store.root) if ".tmp-" in p]
+    assert leftovers == []

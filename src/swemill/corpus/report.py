@@ -282,11 +282,11 @@ def render_report(d: ReportData) -> str:
 
 def write_report(store: Store, run_id: str) -> str:
     """Render the report of ``run_id`` from the store; returns its key."""
-    from swemill.corpus.stage import load_corpus_tables
+    from swemill.corpus.stage import load_corpus_tables, read_trajectories
 
     manifest = store.read_manifest(run_id)  # no manifest: "no run <id>" (one clear error)
     tasks = optional_records(store, "tasks", run_id, Task)
-    trajs = optional_records(store, "trajectories", run_id, Trajectory)
+    trajs = read_trajectories(store, run_id)
     cands = optional_records(store, CANDIDATES_STAGE, run_id, CandidateRecord)
     tables = load_corpus_tables(store, run_id)
     html = render_report(report_data(manifest, tables, tasks=tasks, trajectories=trajs,

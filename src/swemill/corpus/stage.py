@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from swemill.core.errors import CorpusError
 from swemill.core.records import Golden, PreferencePair, RunManifest, Task, Trajectory
+from swemill.core.segments import join_segments
 from swemill.corpus.assemble import CorpusConfig, CorpusTables, assemble, empty_reason
 from swemill.corpus.card import dataset_card, write_card
 from swemill.corpus.dedup import NearDupIndex
@@ -29,7 +30,8 @@ from swemill.corpus.write import HOLDOUT_DPO_PREFIX, HOLDOUT_SFT_PREFIX, write_c
 from swemill.store import Store
 from swemill.store.layout import gate_verdicts_key, manifest_key, report_key, run_prefix
 
-__all__ = ["CorpusSummary", "run_corpus", "read_inputs", "load_corpus_tables", "PAIRS_STAGE"]
+__all__ = ["CorpusSummary", "run_corpus", "read_inputs", "read_trajectories", "load_corpus_tables",
+           "PAIRS_STAGE"]
 
 PAIRS_STAGE = "pairs"
 M = TypeVar("M", bound=BaseModel)
@@ -50,9 +52,14 @@ def optional_records(store: Store, stage: str, run_id: str, model: type[M]) -> l
     return store.read_records(stage, run_id, model)
 
 
+def read_trajectories(store: Store, run_id: str) -> list[Trajectory]:
+    """The run's trajectories, a long session's segment rows joined into one (absent: [])."""
+    return join_segments(optional_records(store, "trajectories", run_id, Trajectory))
+
+
 def read_inputs(store: Store, run_id: str) -> dict[str, Any]:
     """The run's trajectories, pairs, tasks and goldens (absent stages read as empty)."""
-    trajs = optional_records(store, "trajectories", run_id, Trajectory)
+    trajs = read_trajectories(store, run_id)
     pairs = optional_records(store, PAIRS_STAGE, run_id, PreferencePair)
     if not trajs and not pairs:
         raise CorpusError(f"run {run_id} in {store.url} has no trajectories, traces or pairs")

@@ -37,6 +37,7 @@ import numpy as np
 
 from swemill.core.errors import CorpusError, StoreError
 from swemill.core.records import Drop, Golden, PreferencePair, RunManifest, Task, Trajectory
+from swemill.core.segments import join_segments
 from swemill.corpus.assemble import (
     CorpusConfig,
     CorpusTables,
@@ -91,7 +92,9 @@ def _read_part(store: Store, run_id: str, stage: str, shard: str, model: Any) ->
     where = store.url_for(part_key(stage, run_id, shard))
     if hashlib.sha256(data).hexdigest() != marker.get("sha256"):
         raise StoreError(f"corrupt Parquet part {where}: it does not match its marker")
-    return table_to_rows(bytes_to_table(data, where), model, where)
+    rows = table_to_rows(bytes_to_table(data, where), model, where)
+    # a long session's segment rows are all in one part (the ingest writer keeps them so)
+    return join_segments(rows) if model is Trajectory else rows
 
 
 def _row_id(row: dict[str, Any], kind: str) -> str:

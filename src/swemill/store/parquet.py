@@ -31,7 +31,7 @@ from swemill.core.errors import StoreError
 from swemill.store.arrays import build_array
 
 __all__ = ["schema_for_model", "rows_to_table", "table_to_rows", "table_to_bytes", "bytes_to_table",
-           "read_parquet"]
+           "read_parquet", "parquet_options"]
 
 JSON_COLUMNS_KEY = b"swemill.json_columns"
 MODEL_KEY = b"swemill.model"
@@ -184,13 +184,18 @@ def table_to_rows(
         raise StoreError(f"{where}: rows do not match {kind}: {first}") from exc
 
 
+def parquet_options(schema: pa.Schema) -> dict[str, Any]:
+    """How every part is written: zstd, and no min/max statistics for JSON text: no reader
+    filters on them, and for a cell holding a long session the writer's copies of min and
+    max cost several times the cell."""
+    json_cols = set(_json_columns(schema))
+    stats = [n for n in schema.names if n not in json_cols] if json_cols else True
+    return {"compression": "zstd", "write_statistics": stats or False}
+
+
 def table_to_bytes(table: pa.Table) -> bytes:
-    # No min/max statistics for JSON text: no reader filters on them, and for a cell holding
-    # a long session the writer's copies of min and max cost several times the cell.
-    json_cols = set(_json_columns(table.schema))
-    stats = [n for n in table.schema.names if n not in json_cols] if json_cols else True
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd", write_statistics=stats or False)
+    pq.write_table(table, buf, **parquet_options(table.schema))
     return buf.getvalue()
 
 

@@ -27,6 +27,7 @@ from swemill.core.errors import MissingDependency, StoreError, SwemillError
 from swemill.core.records import RunManifest, utcnow
 from swemill.store import layout
 from swemill.store.parquet import bytes_to_table, rows_to_table, table_to_bytes, table_to_rows
+from swemill.store.parts import PartWriter
 
 __all__ = ["Store", "check_root", "SCHEMES"]
 
@@ -264,6 +265,11 @@ class Store:
         self.put_bytes(layout.part_key(stage, run_id, shard), data)
         self.write_json(layout.marker_key(stage, run_id, shard), marker)
         return marker
+
+    def open_part(self, stage: str, run_id: str, shard: str) -> PartWriter:
+        """A part written row group by row group (see :mod:`swemill.store.parts`); its marker
+        is written by ``close()``, so an abandoned part reads as unfinished."""
+        return PartWriter(self, stage, run_id, shard)
 
     def is_complete(self, stage: str, run_id: str, shard: str) -> bool:
         return self.exists(layout.marker_key(stage, run_id, shard))

@@ -15,7 +15,8 @@ from typing import Any
 from swemill.core.records import Message, ToolResultBlock, Trajectory, Usage
 from swemill.traces.records import BranchKind, IngestCounts, TraceState
 
-__all__ = ["TurnRef", "SessionPart", "make_trajectory", "make_states", "unique_key"]
+__all__ = ["TurnRef", "SessionPart", "make_trajectory", "make_states", "unique_key",
+           "trajectory_metadata"]
 
 
 @dataclass(slots=True)
@@ -59,14 +60,19 @@ def _policy(part: SessionPart) -> str:
     return f"{part.source}:{models.most_common(1)[0][0]}" if models else part.source
 
 
+def trajectory_metadata(part: SessionPart, compactions: list[int]) -> dict[str, Any]:
+    meta = dict(part.metadata)
+    meta.update(session=part.session_key, branch=part.branch, source_file=part.source_file)
+    if compactions:
+        meta["compactions"] = list(compactions)
+    return meta
+
+
 def make_trajectory(part: SessionPart) -> Trajectory:
     usage = Usage()
     for t in part.turns:
         usage = usage + t.usage
-    meta = dict(part.metadata)
-    meta.update(session=part.session_key, branch=part.branch, source_file=part.source_file)
-    if part.compactions:
-        meta["compactions"] = part.compactions
+    meta = trajectory_metadata(part, part.compactions)
     return Trajectory(
         trajectory_id=part.trajectory_id,
         source=part.source,
@@ -91,11 +97,14 @@ def _results(messages: list[Message], start: int, call_ids: set[str]) -> list[To
     return out
 
 
-def _state(part: SessionPart, ref: TurnRef, ordinal: int, history: bool) -> TraceState:
-    response = part.messages[ref.index]
+def _state(part: SessionPart, ref: TurnRef, ordinal: int, window: list[Message], base: int,
+           compactions: list[int], history: bool) -> TraceState:
+    """The state of turn ``ref``; ``window`` holds the messages from global index ``base``
+    on (the whole list, or what a stream still holds)."""
+    response = window[ref.index - base]
     actions = response.tool_calls
-    results = _results(part.messages, ref.index, {a.id for a in actions if a.id})
-    context_start = max((c for c in part.compactions if c <= ref.index), default=0)
+    results = _results(window, ref.index - base, {a.id for a in actions if a.id})
+    context_start = max((c for c in compactions if c <= ref.index), default=0)
     return TraceState(
         state_id=f"{part.session_key}::{ordinal:04d}",
         session_id=part.session_key,
@@ -103,7 +112,7 @@ def _state(part: SessionPart, ref: TurnRef, ordinal: int, history: bool) -> Trac
         turn=ordinal,
         prefix_len=ref.index,
         context_start=context_start,
-        messages=part.messages[context_start : ref.index] if history else [],
+        messages=window[context_start - base : ref.index - base] if history else [],
         response=response,
         actions=actions,
         action_keys=[a.canonical_key() for a in actions],
@@ -120,6 +129,14 @@ def _state(part: SessionPart, ref: TurnRef, ordinal: int, history: bool) -> Trac
     )
 
 
+def _counted(ref: TurnRef, state: TraceState, counts: IngestCounts) -> TraceState:
+    counts.assistant_turns += 1
+    counts.tool_calls += ref.n_source_calls
+    counts.tool_errors += sum(r.is_error for r in state.results)
+    counts.add_usage(ref.usage)
+    return state
+
+
 def make_states(
     part: SessionPart, counts: IngestCounts, emitted: set[str], *, history: bool = True
 ) -> Iterable[TraceState]:
@@ -133,12 +150,8 @@ def make_states(
         if ref.key in emitted:
             continue
         emitted.add(ref.key)
-        state = _state(part, ref, ordinal, history)
-        counts.assistant_turns += 1
-        counts.tool_calls += ref.n_source_calls
-        counts.tool_errors += sum(r.is_error for r in state.results)
-        counts.add_usage(ref.usage)
-        yield state
+        state = _state(part, ref, ordinal, part.messages, 0, part.compactions, history)
+        yield _counted(ref, state, counts)
 
 
 def unique_key(base: str, keys: set[str]) -> str:

@@ -8,7 +8,8 @@ early lines of a streamed response can carry partial output counts).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from swemill.core.toolmap import from_claude_code
 from swemill.policies.prices import Price, cost_of
 from swemill.traces.scrub_hook import Scrubber
 
-__all__ = ["Node", "Turn", "PathMessages", "to_messages", "SYNTHETIC_MODEL"]
+__all__ = ["Node", "Turn", "PathStream", "count_messages", "SYNTHETIC_MODEL"]
 
 SYNTHETIC_MODEL = "<synthetic>"
 """The model name Claude Code gives to messages it writes itself (errors, interruptions)."""
@@ -50,6 +51,9 @@ class Node:
     size: int = 0
     boundary: bool = False
     """A ``system`` record of subtype ``compact_boundary``."""
+    key: str | None = None
+    """For an assistant line: its response's identity (``message.id``), read in the first
+    pass so a path knows where each response ends before its records are read back."""
 
 
 Load = Callable[[Node], dict[str, Any]]
@@ -74,14 +78,6 @@ class Turn:
     @property
     def synthetic(self) -> bool:
         return self.model == SYNTHETIC_MODEL
-
-
-@dataclass(slots=True)
-class PathMessages:
-    messages: list[Message]
-    turns: list[Turn]
-    compactions: list[int]
-    """Index of the first message after each compaction boundary."""
 
 
 _USAGE_FIELDS = {
@@ -129,11 +125,69 @@ def _result_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-class _Builder:
-    def __init__(self, cwd: str | None, keep_thinking: bool, scrub: Scrubber, load: Load) -> None:
-        self.cwd, self.keep_thinking, self.scrub, self.load = cwd, keep_thinking, scrub, load
-        self.out = PathMessages([], [], [])
-        self.by_key: dict[str, Turn] = {}
+def _key_of(node: Node, record: dict[str, Any]) -> str:
+    msg = record.get("message")
+    return str((msg.get("id") if isinstance(msg, dict) else None) or node.uuid)
+
+
+class PathStream:
+    """The messages of one root-to-leaf path, built node by node: a
+    :class:`swemill.traces.stream.MessageStream`. A response's lines are merged into one
+    assistant message; it is final once the path has passed the response's last line, so
+    only the messages not yet taken (and responses still open) are held."""
+
+    def __init__(self, path: list[Node], cwd: str | None, keep_thinking: bool, scrub: Scrubber,
+                 load: Load = _own_record, to_ref: Callable[[Turn], Any] | None = None) -> None:
+        self.path, self.cwd, self.keep_thinking, self.scrub, self.load = (
+            path, cwd, keep_thinking, scrub, load)
+        self.to_ref = to_ref
+        self.window: list[Message] = []
+        self.base = self.final = 0
+        self.done = False
+        self.compactions: list[int] = []
+        self._open: dict[str, Turn] = {}  # responses whose last line is still to come
+        self._turns: deque[Turn] = deque()  # not yet taken, in turn order
+
+    @property
+    def count(self) -> int:
+        return self.base + len(self.window)
+
+    def steps(self) -> Iterator[None]:
+        keys = [(n.key or _key_of(n, self.load(n))) if n.kind == "assistant" else None
+                for n in self.path]
+        last = {k: p for p, k in enumerate(keys) if k is not None}
+        for p, node in enumerate(self.path):
+            if node.kind == "assistant":
+                key = keys[p] or node.uuid
+                self._add_assistant(node, key)
+                if last[key] == p:
+                    del self._open[key]
+            elif node.kind == "user":
+                self._add_user(node)
+            elif node.boundary or (node.record or {}).get("subtype") == "compact_boundary":
+                self._compaction()
+            self.final = next(iter(self._open.values())).index if self._open else self.count
+            yield
+        self.done, self.final = True, self.count
+        yield
+
+    def take_turns(self) -> list[Any]:
+        out = []
+        while self._turns and (self.done or self._turns[0].index < self.final):
+            turn = self._turns.popleft()
+            if self.to_ref is not None:
+                out.append(self.to_ref(turn))
+        return out
+
+    def release(self, before: int) -> None:
+        if before > self.base:
+            del self.window[: before - self.base]
+            self.base = before
+
+    def _compaction(self) -> None:
+        # A boundary is followed by its summary message: one compaction, one index.
+        if not self.compactions or self.compactions[-1] != self.count:
+            self.compactions.append(self.count)
 
     def assistant_blocks(self, content: Any, seen_ids: list[str]) -> list[ContentBlock]:
         blocks: list[ContentBlock] = []
@@ -159,30 +213,29 @@ class _Builder:
                     blocks.append(ToolUseBlock(call=call, original_name=name))
         return blocks
 
-    def add_assistant(self, node: Node) -> None:
+    def _add_assistant(self, node: Node, key: str) -> None:
         record = self.load(node)
         msg = record.get("message")
         msg = msg if isinstance(msg, dict) else {}
-        key = str(msg.get("id") or node.uuid)
-        turn = self.by_key.get(key)
+        turn = self._open.get(key)
         if turn is None:
-            turn = Turn(index=len(self.out.messages), key=key, model=str(msg.get("model", "")),
+            turn = Turn(index=self.count, key=key, model=str(msg.get("model", "")),
                         timestamp=record.get("timestamp"))
-            self.by_key[key] = turn
-            self.out.turns.append(turn)
-            self.out.messages.append(Message(role="assistant"))
+            self._open[key] = turn
+            self._turns.append(turn)
+            self.window.append(Message(role="assistant"))
         # A block repeated on a second line of the same response is taken once.
         blocks = self.assistant_blocks(msg.get("content"), turn.tool_use_ids)
-        self.out.messages[turn.index].content.extend(blocks)
+        self.window[turn.index - self.base].content.extend(blocks)
         _merge_usage(turn.usage_raw, msg.get("usage"))
         turn.stop_reason = msg.get("stop_reason") or turn.stop_reason
 
-    def add_user(self, node: Node) -> None:
+    def _add_user(self, node: Node) -> None:
         record = self.load(node)
         msg = record.get("message")
         content = msg.get("content") if isinstance(msg, dict) else None
         if record.get("isCompactSummary"):
-            self.out.compactions.append(len(self.out.messages))
+            self._compaction()
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         results: list[ContentBlock] = []
@@ -199,25 +252,15 @@ class _Builder:
             elif kind:
                 texts.append(TextBlock(text=placeholder(b)))
         if results:
-            self.out.messages.append(Message(role="tool", content=results))
+            self.window.append(Message(role="tool", content=results))
         if texts:
-            self.out.messages.append(Message(role="user", content=texts))
+            self.window.append(Message(role="user", content=texts))
 
 
-def to_messages(
-    path: list[Node], cwd: str | None, keep_thinking: bool, scrub: Scrubber,
-    load: Load = _own_record,
-) -> PathMessages:
-    """Messages, assistant turns and compaction points for one root-to-leaf path; ``load``
-    gives a node's record (default: the one it holds)."""
-    b = _Builder(cwd, keep_thinking, scrub, load)
-    for node in path:
-        if node.kind == "assistant":
-            b.add_assistant(node)
-        elif node.kind == "user":
-            b.add_user(node)
-        elif node.boundary or (node.record or {}).get("subtype") == "compact_boundary":
-            b.out.compactions.append(len(b.out.messages))
-    # A boundary is followed by its summary message: one compaction, one index.
-    b.out.compactions = sorted(set(b.out.compactions))
-    return b.out
+def count_messages(path: list[Node], cwd: str | None, scrub: Scrubber, load: Load) -> int:
+    """How many messages ``path`` makes, holding only the responses still open."""
+    stream = PathStream(path, cwd, True, scrub, load)
+    for _ in stream.steps():
+        stream.take_turns()
+        stream.release(stream.final)
+    return stream.count

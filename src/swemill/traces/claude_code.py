@@ -22,6 +22,7 @@ lines by ``message.id``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,25 +30,21 @@ from typing import Any
 
 from swemill.core.records import Trajectory
 from swemill.policies.prices import Price, lookup_price
-from swemill.traces.build import (
-    SessionPart,
-    TurnRef,
-    make_states,
-    make_trajectory,
-    unique_key,
-)
+from swemill.traces.build import SessionPart, TurnRef, unique_key
 from swemill.traces.cc_messages import (
     SYNTHETIC_MODEL,
     Load,
     Node,
-    PathMessages,
-    to_messages,
+    PathStream,
+    Turn,
+    count_messages,
     turn_usage,
 )
 from swemill.traces.cc_tree import build_tree
 from swemill.traces.lines import DEFAULT_MAX_LINE_BYTES, Line, LineReader, iter_lines
 from swemill.traces.records import BranchKind, IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
+from swemill.traces.stream import DEFAULT_SEGMENT_BYTES, emit_part
 
 __all__ = ["IngestOptions", "ingest_session_file", "SOURCE"]
 
@@ -68,6 +65,9 @@ class IngestOptions:
     """The user's prices by model-name prefix, tried before swemill's own table."""
     scrub_keep: frozenset[str] = frozenset()
     """PII kinds the scrubber leaves in place (``--scrub-keep``); secrets never."""
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    """A Claude Code trajectory longer than about this much text is stored as several rows
+    (:mod:`swemill.core.segments`), written as it is read: memory follows one segment."""
 
     def price(self, model: str) -> Price | None:
         mine = max((k for k in self.prices if model.startswith(k)), key=len, default=None)
@@ -82,6 +82,8 @@ class _Log:
     cost_by_key: dict[str, float] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)
     """Assistant message key -> model name, for the price check."""
+    keys: dict[str, str] = field(default_factory=dict)
+    """Assistant message keys, interned: the lines of a response share one string."""
 
 
 _META_KEYS = {"sessionId": "session_id", "cwd": "cwd", "gitBranch": "git_branch",
@@ -170,11 +172,16 @@ def _give_up(path: Path, line: Line, counts: IngestCounts) -> Quarantine:
                              f"session log (the other {rest} bytes were not read)")
 
 
+def _index(mark: int) -> int:
+    return mark if mark >= 0 else ~mark
+
+
 def _read(path: Path, opts: IngestOptions, counts: IngestCounts) -> Iterator[Quarantine | _Log]:
     """Quarantined lines as they come, then one log per ``sessionId`` (file order)."""
     logs: dict[str, _Log] = {}
     sid = ""
-    at: dict[tuple[str, str], tuple[int, bool]] = {}  # (session, uuid) -> (index, well formed)
+    # per session: uuid -> index in log.nodes, as ~index while the kept copy is malformed
+    at: dict[str, dict[str, int]] = {}
     good = 0
     for line in iter_lines(path, opts.max_line_bytes):
         rec = line.record
@@ -195,19 +202,24 @@ def _read(path: Path, opts: IngestOptions, counts: IngestCounts) -> Iterator[Qua
         if node is None:
             continue
         _count_blocks(rec, counts)
+        if node.kind == "assistant":  # assistant nodes hold a dict message
+            msg_id = str(rec["message"].get("id") or node.uuid)
+            node.key = log.keys.setdefault(msg_id, msg_id)  # one string per response
+        seen = at.setdefault(sid, {})
+        if node.parent is not None and node.parent in seen:  # the parent's own string
+            node.parent = log.nodes[_index(seen[node.parent])].uuid
         formed = _well_formed(rec)
-        if (sid, node.uuid) in at:  # a duplicate uuid: the well-formed copy wins
+        if node.uuid in seen:  # a duplicate uuid: the well-formed copy wins
             counts.bump("dropped", "duplicate_uuid")
-            index, kept_formed = at[(sid, node.uuid)]
-            if formed and not kept_formed:
-                log.nodes[index] = node
-                at[(sid, node.uuid)] = (index, True)
+            if formed and seen[node.uuid] < 0:
+                log.nodes[~seen[node.uuid]] = node
+                seen[node.uuid] = ~seen[node.uuid]
             continue
-        at[(sid, node.uuid)] = (len(log.nodes), formed)
+        seen[node.uuid] = len(log.nodes) if formed else ~len(log.nodes)
         log.nodes.append(node)
-        if node.kind == "assistant":
-            msg_id = str(rec["message"].get("id") or node.uuid)  # assistant nodes hold a dict
-            log.models.setdefault(msg_id, str(rec["message"].get("model") or ""))
+        if node.kind == "assistant" and node.key is not None:
+            msg_id = node.key
+            log.models.setdefault(msg_id, sys.intern(str(rec["message"].get("model") or "")))
             if isinstance(rec.get("costUSD"), int | float):
                 # costUSD (older versions) is per line; the response's lines repeat it: once.
                 log.cost_by_key[msg_id] = float(rec["costUSD"])
@@ -219,19 +231,16 @@ def _read(path: Path, opts: IngestOptions, counts: IngestCounts) -> Iterator[Qua
         yield log
 
 
-def _turns(pm: PathMessages, log: _Log, opts: IngestOptions) -> list[TurnRef]:
-    return [
-        TurnRef(
-            index=t.index,
-            key=t.key,
-            model=t.model,
-            usage=turn_usage(t, log.cost_by_key.get(t.key), opts.price(t.model)),
-            n_source_calls=len(t.tool_use_ids),
-            timestamp=t.timestamp,
-            synthetic=t.synthetic,
-        )
-        for t in pm.turns
-    ]
+def _turn_ref(t: Turn, log: _Log, opts: IngestOptions) -> TurnRef:
+    return TurnRef(
+        index=t.index,
+        key=t.key,
+        model=t.model,
+        usage=turn_usage(t, log.cost_by_key.get(t.key), opts.price(t.model)),
+        n_source_calls=len(t.tool_use_ids),
+        timestamp=t.timestamp,
+        synthetic=t.synthetic,
+    )
 
 
 @dataclass(slots=True)
@@ -246,22 +255,23 @@ class _Session:
     parent_key: str | None = None
     """For a sub-agent's file: the session that started it."""
 
-    def part(self, nodes: list[Node], suffix: str, branch: BranchKind) -> SessionPart:
-        pm = to_messages(nodes, self.log.meta.get("cwd"), self.opts.keep_thinking, self.scrub,
-                         self.load)
-        return SessionPart(
+    def part(self, nodes: list[Node], suffix: str, branch: BranchKind
+             ) -> tuple[SessionPart, PathStream]:
+        stream = PathStream(nodes, self.log.meta.get("cwd"), self.opts.keep_thinking,
+                            self.scrub, self.load, lambda t: _turn_ref(t, self.log, self.opts))
+        part = SessionPart(
             session_key=f"{self.key}{suffix}",
             source=SOURCE,
-            messages=pm.messages,
-            turns=_turns(pm, self.log, self.opts),
+            messages=[],
+            turns=[],
             branch=branch,
             parent_id=f"{SOURCE}:{self.key if suffix else self.parent_key}"
             if suffix or self.parent_key else None,
-            compactions=pm.compactions,
             source_file=str(self.path),
             metadata={k: v for k, v in self.log.meta.items() if k != "session_id"}
             | ({"summaries": self.log.summaries} if self.log.summaries else {}),
         )
+        return part, stream
 
 
 def _session_key(path: Path, log: _Log, subagent: bool, keys: set[str]) -> str:
@@ -273,18 +283,8 @@ def _session_key(path: Path, log: _Log, subagent: bool, keys: set[str]) -> str:
     return unique_key(base, keys)
 
 
-def _emit(part: SessionPart, counts: IngestCounts, emitted: set[str],
-          history: bool) -> Iterator[Item]:
-    counts.trajectories += 1
-    yield from make_states(part, counts, emitted, history=history)
-    # Hand the messages over: neither this frame nor ``part`` keeps them once the trajectory
-    # is yielded, so the consumer can free a long session as soon as it has stored it.
-    trajectory = [make_trajectory(part)]
-    part.messages = []
-    yield trajectory.pop()
-
-
-def _parts(s: _Session, subagent: bool, counts: IngestCounts) -> Iterator[SessionPart]:
+def _parts(s: _Session, subagent: bool, counts: IngestCounts
+           ) -> Iterator[tuple[SessionPart, PathStream]]:
     tree = build_tree(s.log.nodes, all_sidechain=subagent)
     if tree.dead_leaves:
         counts.bump("dropped", "dead_leaf", tree.dead_leaves)
@@ -292,12 +292,11 @@ def _parts(s: _Session, subagent: bool, counts: IngestCounts) -> Iterator[Sessio
     if tree.main:
         yield s.part(tree.main, "", "subagent" if subagent else "main")
     for k, br in enumerate(tree.branches, 1):
-        part = s.part(br.path, f"/branch-{k}", "branch")
-        shared = to_messages(br.path[: br.shared], s.log.meta.get("cwd"), True, Scrubber(),
-                             s.load)
-        part.branch_point = len(shared.messages)
+        part, stream = s.part(br.path, f"/branch-{k}", "branch")
+        part.branch_point = count_messages(br.path[: br.shared], s.log.meta.get("cwd"),
+                                           Scrubber(), s.load)
         counts.branches += 1
-        yield part
+        yield part, stream
     for k, side in enumerate(tree.sidechains, 1):
         counts.sidechains += 1
         yield s.part(side, f"/sidechain-{k}", "sidechain")
@@ -338,5 +337,6 @@ def ingest_session_file(
             session = _Session(path, log, opts, scrub, key,
                                lambda n: reader.read_at(n.offset, n.size), parent_key)
             emitted: set[str] = set()
-            for part in _parts(session, subagent, counts):
-                yield from _emit(part, counts, emitted, opts.state_history)
+            for part, stream in _parts(session, subagent, counts):
+                yield from emit_part(part, stream, counts, emitted, history=opts.state_history,
+                                     segment_bytes=opts.segment_bytes)

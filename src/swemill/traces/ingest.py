@@ -9,8 +9,9 @@ What goes where (one kind of record per stage, so every stage reads back as one 
 - ``quarantine/run_id=<id>/part-*.parquet`` — :class:`Quarantine` rows (file, line, reason);
 - ``manifests/run_id=<id>.json`` — the run's counts.
 
-Rows are buffered per stage and flushed as a shard when a row or byte threshold is reached,
-so memory stays bounded however large the corpus is.
+Each stage writes its parts a row group at a time, and a long session reaches
+``trajectories/`` as several segment rows (:mod:`swemill.core.segments`) written as the
+session is read, so memory stays bounded however large the corpus or one of its files is.
 
 The manifest says ``running`` while the run goes on, then ``complete``, or ``failed`` with
 the reason in ``metadata.error``: on any error (and on SIGTERM), and when nothing at all was
@@ -33,8 +34,10 @@ from pydantic import BaseModel
 
 from swemill.core.errors import IngestError, SwemillError
 from swemill.core.records import RunManifest, Trajectory, utcnow
+from swemill.core.segments import is_open_segment
 from swemill.store import Store, new_run_id, schema_for_model
 from swemill.store.parquet import rows_to_table
+from swemill.store.parts import PartWriter
 from swemill.traces.claude_code import IngestOptions, ingest_session_file
 from swemill.traces.codex import ingest_codex_file
 from swemill.traces.codex import sniff as sniff_codex
@@ -42,6 +45,7 @@ from swemill.traces.imports import import_mini_swe_agent, import_swe_agent
 from swemill.traces.lines import HEAD_BYTES, head_of
 from swemill.traces.records import IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
+from swemill.traces.stream import message_bytes
 
 __all__ = ["discover", "iter_items", "ingest", "IngestResult", "state_schema", "classify",
            "nothing_usable", "relabel", "shown_path"]
@@ -138,42 +142,62 @@ def state_schema() -> Any:
 
 def _approx_bytes(record: BaseModel) -> int:
     if isinstance(record, Trajectory):
-        return sum(_approx_bytes(m) for m in record.messages) + 512
+        return sum(message_bytes(m) for m in record.messages) + 512
     if isinstance(record, TraceState):
-        return _approx_bytes(record.response) + sum(len(r.content) for r in record.results) + 512
-    content = getattr(record, "content", None)
-    if isinstance(content, list):
-        return sum(len(getattr(b, "text", "") or getattr(b, "content", "")) + 64 for b in content)
+        return message_bytes(record.response) + sum(len(r.content) for r in record.results) + 512
     return 256
 
 
 class _Shards:
-    """Buffers rows of one stage and writes a shard when the buffer is full."""
+    """The rows of one stage, as parts of up to ``max_rows`` rows or about ``max_bytes`` of
+    text, each written a row group (about ``group_bytes``) at a time, so only one row
+    group's rows are buffered. A part is closed only between trajectories: the segments
+    of one stay in one part, which per-part readers rely on."""
 
     def __init__(self, store: Store, stage: str, run_id: str, max_rows: int, max_bytes: int,
-                 schema: Any = None) -> None:
+                 group_bytes: int, schema: Any = None) -> None:
         self.store, self.stage, self.run_id, self.schema = store, stage, run_id, schema
-        self.max_rows, self.max_bytes = max_rows, max_bytes
+        self.max_rows, self.max_bytes, self.group_bytes = max_rows, max_bytes, group_bytes
         self.rows: list[BaseModel] = []
-        self.bytes = 0
+        self.bytes = self.part_rows = self.part_bytes = 0
+        self.part: PartWriter | None = None
         self.written = 0
 
     def add(self, record: BaseModel) -> None:
-        """Buffer a row; the caller then drops its own reference and calls :meth:`flush`."""
+        """Take a row (the caller then drops its own reference, so a row group's records go
+        as soon as they are in Arrow)."""
+        size = _approx_bytes(record)
+        boundary = not (isinstance(record, Trajectory) and is_open_segment(record))
         self.rows.append(record)
-        self.bytes += _approx_bytes(record)
+        self.bytes += size
+        self.part_rows, self.part_bytes = self.part_rows + 1, self.part_bytes + size
+        del record
+        if self.bytes >= self.group_bytes or len(self.rows) >= self.max_rows:
+            self._write_group()
+        if boundary and (self.part_rows >= self.max_rows or self.part_bytes >= self.max_bytes):
+            self.close()
 
-    def full(self) -> bool:
-        return len(self.rows) >= self.max_rows or self.bytes >= self.max_bytes
-
-    def flush(self) -> None:
-        if not self.rows:
-            return
+    def _write_group(self) -> None:
         rows, self.rows, self.bytes = self.rows, [], 0
         table = rows_to_table(rows, self.schema)
         del rows  # the buffer was the last holder: the records go before Parquet encoding
-        self.store.write_table(self.stage, self.run_id, f"{self.written:05d}", table)
-        self.written += 1
+        if self.part is None:
+            self.part = self.store.open_part(self.stage, self.run_id, f"{self.written:05d}")
+        self.part.write(table)
+
+    def close(self) -> None:
+        """Finish the part being written, if any."""
+        if self.rows:
+            self._write_group()
+        if self.part is not None:
+            self.part.close()
+            self.part, self.part_rows, self.part_bytes = None, 0, 0
+            self.written += 1
+
+    def abort(self) -> None:
+        if self.part is not None:
+            part, self.part = self.part, None
+            part.abort()
 
 
 @dataclass(slots=True)
@@ -259,21 +283,25 @@ def ingest(
     *,
     max_rows: int = 2000,
     max_bytes: int = 16 * 1024 * 1024,
+    group_bytes: int = 1024 * 1024,
 ) -> IngestResult:
     """Ingest every trace file under ``paths`` into ``store`` as one run.
 
-    A shard is written when a stage has buffered ``max_rows`` rows or about ``max_bytes`` of
-    text; together with reading one session at a time this bounds memory (see
-    ``benchmarks/bench_ingest.py``)."""
+    A stage's part ends at ``max_rows`` rows or about ``max_bytes`` of text and is written a
+    row group of about ``group_bytes`` at a time; with a session read a segment at a time
+    (``IngestOptions.segment_bytes``) this bounds memory whatever the size of the corpus or
+    of one file (see ``benchmarks/bench_ingest.py``)."""
     check_paths(paths)  # before anything is written
     run_id = run_id or new_run_id()
     # States are stored without their history: do not build it only to drop it.
     opts = dataclasses.replace(opts or IngestOptions(), state_history=False)
     counts, scrub = IngestCounts(), Scrubber(opts.scrub_keep)
     sinks = {
-        TraceState: _Shards(store, STATES, run_id, max_rows, max_bytes, state_schema()),
-        Trajectory: _Shards(store, TRAJECTORIES, run_id, max(1, max_rows // 10), max_bytes),
-        Quarantine: _Shards(store, QUARANTINE, run_id, max_rows, max_bytes),
+        TraceState: _Shards(store, STATES, run_id, max_rows, max_bytes, group_bytes,
+                            state_schema()),
+        Trajectory: _Shards(store, TRAJECTORIES, run_id, max(1, max_rows // 10), max_bytes,
+                            group_bytes),
+        Quarantine: _Shards(store, QUARANTINE, run_id, max_rows, max_bytes, group_bytes),
     }
     store.write_manifest(_manifest(run_id, paths, counts, "running", keep=opts.scrub_keep))
     try:
@@ -285,12 +313,13 @@ def ingest(
             item = relabel(item, paths)
             sink = sinks[type(item)]
             sink.add(item)
-            del item  # a long session's trajectory is freed as soon as it is in Arrow
-            if sink.full():
-                sink.flush()
+            del item  # a trajectory segment is freed as soon as it is in Arrow
         for sink in sinks.values():
-            sink.flush()
+            sink.close()
     except BaseException as exc:  # any stop, SIGTERM included: the manifest must not say running
+        for sink in sinks.values():
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                sink.abort()
         counts.scrubbed = dict(scrub.counts)
         failed = _manifest(run_id, paths, counts, "failed", _first_line(exc), opts.scrub_keep)
         with contextlib.suppress(SwemillError):  # the store may be what failed: its error wins

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from swemill.core.errors import StoreError
 from swemill.core.records import Trajectory
+from swemill.core.segments import join_segments
 from swemill.store import Store
 from swemill.traces.records import Quarantine, TraceState
 
@@ -11,7 +12,8 @@ __all__ = ["load_states", "load_trajectories", "load_quarantine"]
 
 
 def load_trajectories(store: Store, run_id: str) -> list[Trajectory]:
-    return store.read_records("trajectories", run_id, Trajectory)
+    """The run's trajectories, a long session's segment rows joined into one."""
+    return join_segments(store.read_records("trajectories", run_id, Trajectory))
 
 
 def load_quarantine(store: Store, run_id: str) -> list[Quarantine]:
