@@ -1,8 +1,9 @@
 """A small fixture project whose pytest configuration combines the shapes that real suites
 have and the warm server must run unchanged (issue 14, harness robustness):
 
-- ``filterwarnings = error``, ``--strict-markers``, ``--strict-config`` (a marker and an ini
-  option registered by a plugin the suite loads with ``-p``);
+- ``filterwarnings = error``, ``--strict-markers``, ``--strict-config`` (a marker, an ini
+  option registered by a plugin the suite loads with ``-p``, and settings of built-in
+  plugins swemill's runs turn off: ``junit_family``, ``cache_dir``);
 - ``addopts`` with xdist and coverage flags (plain pytest here, without those plugins,
   would refuse them; swemill drops them) and ``-p tests.helpers.plugin``, a module found only
   because ``python -m pytest`` puts the working directory on ``sys.path``;
@@ -44,6 +45,8 @@ addopts = """-ra --strict-markers --strict-config -p tests.helpers.plugin -n 2 -
 filterwarnings = ["error"]
 markers = ["geometry: tests of the geometry module"]
 shapes_unit = "cm"
+junit_family = "xunit2"
+cache_dir = ".cache/pytest"
 '''
 
 FILES = {

@@ -3,7 +3,9 @@ JSON-lines protocol in a real subprocess (issue 14, harness robustness).
 
 Regression classes: under ``filterwarnings = error``, pytest's "already imported so cannot be
 rewritten" warning about the installed plugins the server had imported while warming up
-ended every run with exit 4; ``-p localplugin`` (a module beside the tests) was not found
+ended every run with exit 4, and so did "unknown config option" for the settings
+(``junit_family``, ``cache_dir``) of the built-in plugins swemill's runs turn off;
+``-p localplugin`` (a module beside the tests) was not found
 because the working directory was not on ``sys.path``; and a module the server imported
 before forking (``preloaded``) hid every edit of it from the forks, where a ``cold`` run sees
 it; a conftest reading ``sys.argv`` saw the server's.
@@ -13,12 +15,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from swemill.testing import pytest_plugin
+from swemill.testing.runner import PLUGIN_MODULE
 from swemill.validate.warm import SERVER_PATH
+
+PLUGIN = Path(pytest_plugin.__file__)
 
 FILES = {
     "pytest.ini": """\
@@ -26,6 +33,8 @@ FILES = {
         filterwarnings = error
         addopts = --strict-config
         localplugin_unit = cm
+        junit_family = xunit2
+        cache_dir = .cache/pytest
         """,
     "localplugin.py": """\
         import pytest
@@ -67,6 +76,7 @@ def _ask(proc: subprocess.Popen[bytes], request: dict) -> dict:
 def test_config_shapes_run_warm_and_cold(tmp_path: Path) -> None:
     for rel, text in FILES.items():
         (tmp_path / rel).write_text(textwrap.dedent(text))
+    shutil.copy(PLUGIN, tmp_path / f"{PLUGIN_MODULE}.py")  # as in an env's site-packages
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "SWEMILL_WARM_PREIMPORT": "calc"}
     proc = subprocess.Popen([sys.executable, "-u", str(SERVER_PATH), str(tmp_path)],
                             cwd=tmp_path, env=env, stdin=subprocess.PIPE,
@@ -75,8 +85,9 @@ def test_config_shapes_run_warm_and_cold(tmp_path: Path) -> None:
         assert proc.stdout is not None
         ready = json.loads(proc.stdout.readline())
         assert ready["ready"] and ready["preloaded"] == ["calc.py"]
-        args = ["-p", "localplugin", "-p", "no:cacheprovider", "-q", "-o", "addopts=",
-                "--strict-config"]
+        # swemill's reporter keeps the settings of the plugins the runs turn off known
+        args = ["-p", PLUGIN_MODULE, "-p", "localplugin", "-p", "no:cacheprovider",
+                "-p", "no:junitxml", "-q", "-o", "addopts=", "--strict-config"]
         warm = _ask(proc, {"id": 1, "args": args, "timeout": 60})
         assert (warm["exit_code"], warm["outcomes"]) == (0, {"test_calc.py::test_double":
                                                              "passed"}), warm["log_tail"]

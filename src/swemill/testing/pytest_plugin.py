@@ -86,6 +86,43 @@ def _emit(obj):
         fh.flush()
 
 
+_TURNED_OFF = ("cacheprovider", "junitxml", "pastebin", "stepwise", "setuponly", "setupplan")
+"""Built-in plugins swemill's runs may turn off with ``-p no:NAME``."""
+
+
+def pytest_addoption(parser, pluginmanager):
+    # A turned-off plugin's ini settings stay known: a suite that sets ``cache_dir`` or
+    # ``junit_family`` would otherwise fail ``--strict-config``, or ``filterwarnings = error``
+    # on pytest's "unknown config option" warning. (``-p no:`` is applied before this
+    # module is imported, so ``is_blocked`` already knows.)
+    for name in _TURNED_OFF:
+        if pluginmanager.is_blocked(name):
+            _keep_ini(parser, name)
+
+
+def _keep_ini(parser, name):
+    import importlib
+
+    from _pytest.config.argparsing import Parser
+
+    try:
+        try:
+            scratch = Parser(_ispytest=True)
+        except TypeError:  # pytest 6
+            scratch = Parser()
+        importlib.import_module("_pytest." + name).pytest_addoption(scratch)
+        entries = dict(scratch._inidict)
+    except Exception:  # a pytest whose internals differ: nothing to keep
+        return
+    for key, value in entries.items():
+        if key in parser._inidict:
+            continue
+        try:
+            parser.addini(key, value[0], type=value[1], default=value[2])
+        except Exception:
+            parser._inidict[key] = value
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
     # Start measuring before conftest files import the project, as pytest-cov does.
