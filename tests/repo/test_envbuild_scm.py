@@ -19,7 +19,7 @@ from typing import NoReturn
 import pytest
 
 from swemill.repo.envbuild import reason_line
-from swemill.repo.generated import collect_generated, place_generated
+from swemill.repo.generated import collect_generated, copy_tracked, place_generated
 from swemill.repo.scm import derive_version, scm_versioned, version_env
 from swemill.repo.sources import git
 from swemill.repo.testdeps import Skipped, install_test_deps
@@ -70,22 +70,32 @@ def test_which_projects_take_their_version_from_git(tmp_path: Path) -> None:
 
 
 def test_generated_files_are_kept_and_placed_never_through_links(tmp_path: Path) -> None:
-    src = write(tmp_path / "src", {"pkg/__init__.py": "", "pkg/own.py": "mine\n"})
-    work = write(tmp_path / "work", {"pkg/__init__.py": "", "pkg/own.py": "changed\n",
-                                     "pkg/_version.py": "version = '1'\n",
-                                     "pkg/_ext.so": "binary", "pkg.egg-info/PKG-INFO": "x",
-                                     "build/lib/pkg/x.py": "", "pkg/__pycache__/a.pyc": ""})
+    src = write(tmp_path / "src", {"pkg/__init__.py": "", "pkg/own.py": "mine\n",
+                                   ".gitignore": "_version.py\nbuild/\n"})
+    git(["init", "-q", "-b", "main"], src)
+    git(["add", "-A"], src)
+    git(["commit", "-q", "-m", "c"], src)
+    write(src, {"pkg/_version.py": "version = 'stale, left by a dev install'\n",
+                "build/lib/junk.py": ""})
+    work = tmp_path / "work"
+    tracked = copy_tracked(src, work)
+    assert tracked == {".gitignore", "pkg/__init__.py", "pkg/own.py"}
+    assert sorted(p.name for p in work.rglob("*") if p.is_file()) == [
+        ".gitignore", "__init__.py", "own.py"]  # no stale file reaches the build
+    write(work, {"pkg/own.py": "changed by the build\n", "pkg/_version.py": "version = '1'\n",
+                 "pkg/_ext.so": "binary", "pkg.egg-info/PKG-INFO": "x",
+                 "build/lib/pkg/x.py": "", "pkg/__pycache__/a.pyc": ""})
     secret = write(tmp_path, {"secret.txt": "host secret\n"}) / "secret.txt"
     (work / "pkg" / "leak.txt").symlink_to(secret)
     stash = tmp_path / "stash"
-    files = collect_generated(work, src, stash)
+    files = collect_generated(work, tracked, stash)
     assert files == ["pkg/_ext.so", "pkg/_version.py"]
-    (src / "pkg" / "_ext.so").write_text("the working copy's own")
     place_generated(stash, src, files)
-    assert (src / "pkg" / "_version.py").read_text() == "version = '1'\n"
-    assert (src / "pkg" / "_ext.so").read_text() == "the working copy's own"  # never replaced
-    assert (src / "pkg" / "own.py").read_text() == "mine\n"
+    assert (src / "pkg" / "_version.py").read_text() == "version = '1'\n"  # stale one replaced
+    assert (src / "pkg" / "_ext.so").read_text() == "binary"
+    assert (src / "pkg" / "own.py").read_text() == "mine\n"  # a tracked file is never touched
     assert not (src / "pkg" / "leak.txt").exists() and not (stash / "pkg" / "leak.txt").exists()
+    assert git(["status", "--porcelain"], src) == "?? pkg/_ext.so"
 
 
 @pytest.mark.parametrize(("step", "want"), [

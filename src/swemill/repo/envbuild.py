@@ -29,7 +29,7 @@ from typing import NoReturn
 
 from swemill.core.errors import EnvBuildError
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, write_text_atomic
-from swemill.repo.generated import collect_generated, place_generated
+from swemill.repo.generated import collect_generated, copy_tracked, place_generated
 from swemill.repo.history import older_requirements
 from swemill.repo.install import (
     build_requires,
@@ -169,14 +169,14 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     _run([uv, "venv", "--relocatable", "--no-python-downloads", "--python", interp,
           str(tmp / "venv")], log, src)
     work = tmp / "build-src"  # the install's own copy: the cached working copy stays clean
-    shutil.copytree(src.path, work, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    tracked = copy_tracked(src.path, work)
     venv = tmp / "venv"
     project, generated = None, []
     if recipe.editable and _is_project(work):
         build = _Build(uv, venv, work, base_prefix, log, src)
         recipe = build.install(recipe)
         project = project_requirement(venv, [WORKSPACE, str(work)], [])
-        generated = collect_generated(work, src.path, tmp / "generated")
+        generated = collect_generated(work, tracked, tmp / "generated")
     older = older_requirements(src.path, _dist_name(src.path)) if recipe.older_commits else []
     if older:
         recipe = _noted(recipe, f"older commits declare what the head does not: {older}")
