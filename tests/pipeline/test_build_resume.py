@@ -36,8 +36,8 @@ RUN = "resume-R1"
 # The sample's default strategies, so combine (fed by the first strategy) is in the build.
 ARGS = ("--max-tasks", "4", "--samples", "2", "--workers", "2", "--seed", "3",
         "--policy", "oracle", "--policy", "noisy-oracle:1.0")
-PARQUET = ("tasks", "golden", "golden/feed", "trajectories", "pairs", "corpus/sft",
-           "corpus/dpo", "corpus/holdout", "index/dedup")
+PARQUET = ("tasks", "golden", "golden/feed", "candidates", "trajectories", "pairs",
+           "corpus/sft", "corpus/dpo", "corpus/holdout", "index/dedup")
 _WALL = re.compile(r"\bwall \d+(\.\d+)?s\b")
 
 
@@ -194,6 +194,7 @@ def test_a_build_killed_at_every_boundary_and_inside_every_stage_resumes_to_the_
         reference: Path, build_cache: Path, tmp_path: Path) -> None:
     want = marked_rows(reference)
     assert want["tasks"] and want["golden/feed"] and want["trajectories"] and want["corpus/sft"]
+    assert want["candidates"]
     assert any("combine" in p.name for p in reference.glob(f"tasks/run_id={RUN}/part-*")), \
         "the reference build has no combine task: the feed is not exercised"
     root = tmp_path / "out"
@@ -242,6 +243,8 @@ def test_resume_repairs_a_complete_run_whose_shards_were_deleted_or_corrupted(
     (traj.parent / "_completions/00002-of-00004.json").unlink()
     next(root.glob(f"pairs/{run}/part-*.parquet")).unlink()
     next(root.glob(f"corpus/dpo/{run}/_completions/*.json")).unlink()
+    cands = next(root.glob(f"candidates/{run}/part-*combine.parquet"))  # marker left
+    cands.write_bytes(cands.read_bytes()[:-40])
 
     out = _finish(_swemill(build_cache, "build", *resume, "--json"))
     assert out["status"] == "complete"
@@ -264,8 +267,8 @@ def test_the_tasks_and_rollout_commands_resume_to_the_same_rows(
     assert kill_at(KILL_POINTS[4], root, build_cache, tasks, command=())
     _finish(_swemill(build_cache, *tasks, "--resume", "--json"))
     got = marked_rows(root)
-    assert {s: got[s] for s in ("tasks", "golden", "golden/feed")} == {
-        s: want[s] for s in ("tasks", "golden", "golden/feed")}
+    assert {s: got[s] for s in ("tasks", "golden", "golden/feed", "candidates")} == {
+        s: want[s] for s in ("tasks", "golden", "golden/feed", "candidates")}
 
     config = tmp_path / "rollout.json"
     config.write_text(json.dumps({"seed": 3}))

@@ -11,13 +11,14 @@ from __future__ import annotations
 import io
 import subprocess
 import tarfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from swemill.core.records import Golden, Task
+from swemill.core.records import CandidateRecord, Golden, Task
 from swemill.repo.envbuild import build_env
 from swemill.repo.sources import resolve_source
 from swemill.store import Store
@@ -106,6 +107,17 @@ def test_manifest_counts_every_candidate(sample_run: dict[str, Any]) -> None:
     assert manifest.counts["tasks.procedural"]["out"] >= 1
     assert manifest.license_tiers == {"redistributable": 6}
     assert manifest.timings_s["tasks"] > 0
+    # candidates/ holds the same candidates, one row each: the written ones are the tasks
+    rows = sample_run["store"].read_records("candidates", "s1", CandidateRecord)
+    assert len(rows) == total["in"] and len({r.instance_id for r in rows}) == len(rows)
+    assert sorted(r.instance_id for r in rows if r.verdict == "written") == \
+        sorted(result.instance_ids)
+    assert sum(r.verdict != "dropped" for r in rows) == total["valid"]
+    for name, y in result.yields.items():
+        mine = [r for r in rows if r.strategy == name]
+        assert [r.position for r in mine] == list(range(y.candidates))
+        assert Counter(r.reason for r in mine if r.verdict == "dropped") == Counter(y.drops)
+    assert all(r.file and r.symbol and r.detail for r in rows if r.verdict == "dropped")
 
 
 def test_same_seed_same_tasks_whatever_the_workers(sample_run: dict[str, Any],
