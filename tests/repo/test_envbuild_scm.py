@@ -236,3 +236,29 @@ def test_dependencies_older_commits_declare_and_the_head_dropped(tmp_path: Path)
     assert older_requirements(repo, "oldproj") == ["docopt", "freezegun", "six"]
     single = tagged_repo(tmp_path / "single", "v1", 0)
     assert older_requirements(single, None) == []
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_setup_py_only_scm_project_gets_its_version(tmp_path: Path) -> None:
+    """No pyproject.toml: setuptools_scm shows up only as ``setup_requires``, which the
+    backend names when asked inside; the version still comes from the git tag."""
+    from swemill.repo.envbuild import build_env
+    from swemill.repo.sources import resolve_source
+
+    repo = write(tmp_path / "legacyscm", {
+        "setup.py": "from setuptools import setup\n"
+                    "setup(name='legacyscm', packages=['legacyscm'], use_scm_version=True,\n"
+                    "      setup_requires=['setuptools_scm'])\n",
+        "legacyscm/__init__.py": "",
+        "tests/test_it.py": "def test_it():\n    pass\n",
+    })
+    git(["init", "-q", "-b", "main"], repo)
+    git(["add", "-A"], repo)
+    git(["commit", "-q", "-m", "c"], repo)
+    git(["tag", "2.0"], repo)
+    cache = tmp_path / "cache"
+    env = build_env(resolve_source(str(repo), cache=cache), cache=cache)
+    assert any("version 2.0 from git describe" in e for e in env.recipe.evidence)
+    [meta] = env.venv.glob("lib/python*/site-packages/legacyscm-*.dist-info/METADATA")
+    assert "\nVersion: 2.0\n" in meta.read_text()

@@ -209,12 +209,7 @@ class _Build:
         """Install the project in development mode; returns ``recipe`` with what was derived."""
         static = build_requires(self.work)
         _run(_wheels_cmd(self.uv, self.venv, static), self.log, self.src)
-        env: dict[str, str] = {}
-        if scm_versioned(self.work, static):
-            version, where = derive_version(self.src.path)
-            env = version_env(version, _dist_name(self.work))
-            recipe = _noted(recipe, f"version {version} from {where} (the version comes from "
-                                    "git, and the install sees no .git)")
+        recipe, env = self._version(recipe, static)
         extra, asked = dynamic_build_requires(self.venv, self.work, self.base_prefix, self.uv,
                                               _INSTALL_TIMEOUT_S, env)
         _log_result(asked, self.log, "build requirements of the backend")
@@ -222,10 +217,21 @@ class _Build:
         if extra:
             _run(_wheels_cmd(self.uv, self.venv, extra), self.log, self.src)
             recipe = _noted(recipe, f"build backend asks for {extra}")
+            if not env:  # setup_requires=["setuptools_scm"] shows only now
+                recipe, env = self._version(recipe, extra)
         _log_inside(install_project(self.uv, self.venv, self.work, recipe.extras,
                                     self.base_prefix, _INSTALL_TIMEOUT_S, env),
                     self.log, self.src, "install")
         return recipe
+
+    def _version(self, recipe: Recipe, requires: list[str]) -> tuple[Recipe, dict[str, str]]:
+        """For a project versioned from git: the version, in the variables its backend reads."""
+        if not scm_versioned(self.work, requires):
+            return recipe, {}
+        version, where = derive_version(self.src.path)
+        return (_noted(recipe, f"version {version} from {where} (the version comes from git, "
+                               "and the install sees no .git)"),
+                version_env(version, _dist_name(self.work)))
 
 
 def _noted(recipe: Recipe, line: str) -> Recipe:
