@@ -66,12 +66,14 @@ def env(ctx: StageContext) -> dict[str, int]:
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     counts = {"tests": len(baseline.outcomes), "flaky": len(baseline.flaky),
               "coverage_functions": len(baseline.coverage),
+              "env_skipped": len(repo_env.skipped),
               **{f"tests_{k}": v for k, v in sorted(outcomes.items())}}
 
     def record(m: RunManifest) -> None:
         m.counts["env"] = counts
         m.metadata["env"] = {"key": repo_env.key, "python": repo_env.python_version,
-                             "suite_wall_s": baseline.suite_wall_s}
+                             "suite_wall_s": baseline.suite_wall_s,
+                             "skipped": [k.to_json() for k in repo_env.skipped]}
 
     update_manifest(ctx.store, ctx.run_id, record)
     return {"tests": counts["tests"], "flaky": counts["flaky"]}
