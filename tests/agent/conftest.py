@@ -54,7 +54,7 @@ def sample_tasks(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -
     old = os.environ.get("SWEMILL_CACHE")
     os.environ["SWEMILL_CACHE"] = str(shared_cache)  # run_tasks reads the cache from here
     try:
-        run_tasks("sample", store, RUN_ID, TasksConfig(max_tasks=N_TASKS, workers=2))
+        run_tasks("sample", store, RUN_ID, TasksConfig(max_tasks=N_TASKS, workers=2, audit=0))
     finally:
         if old is None:
             os.environ.pop("SWEMILL_CACHE", None)

@@ -80,7 +80,7 @@ def test_tasks_on_batch_equal_local_and_children_build_their_env(
         tmp_path: Path, shared_cache: Path, container_cache: Path, s3: LocalS3, s3_store: Store,
         batch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
-    config = TasksConfig(max_tasks=2, workers=2, seed=3, strategies=["procedural"])
+    config = TasksConfig(max_tasks=2, workers=2, seed=3, strategies=["procedural"], audit=0)
     local = Store(str(tmp_path / "local"))
     want = run_tasks("sample", local, "t1", config)
     ex = _executor(s3_store, batch, s3, container_cache)
@@ -106,7 +106,7 @@ def test_rollouts_on_batch_equal_local(tmp_path: Path, shared_cache: Path, conta
     monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
     local = Store(str(tmp_path / "local"))
     run_tasks("sample", local, "t1", TasksConfig(max_tasks=2, workers=2, seed=0,
-                                                 strategies=["procedural"]))
+                                                 strategies=["procedural"], audit=0))
     s3_store.fs.put(str(tmp_path / "local") + "/", s3_store.root + "/", recursive=True)
     config = RolloutConfig(policy="oracle,noisy-oracle:0.5", samples=2, workers=2)
     want = run_rollouts(local, "t1", config, run_id="ro")

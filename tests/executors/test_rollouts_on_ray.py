@@ -27,7 +27,7 @@ def test_ray_rollouts_equal_local(tmp_path: Path, shared_cache: Path,
     monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
     local = Store(str(tmp_path / "local"))
     run_tasks("sample", local, "t1", TasksConfig(max_tasks=2, workers=2, seed=0,
-                                                 strategies=["procedural"]))
+                                                 strategies=["procedural"], audit=0))
     shutil.copytree(tmp_path / "local", tmp_path / "ray")
     on_ray = Store(str(tmp_path / "ray"))
     config = RolloutConfig(policy="oracle,noisy-oracle:0.5", samples=2, workers=2)

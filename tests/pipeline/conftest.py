@@ -21,7 +21,8 @@ import pytest
 # per task one oracle run (solved: SFT) and one noisy oracle that always applies a wrong fix
 # (the rejected side of an execution-graded pair).
 BUILD_ARGS = ("--max-tasks", "3", "--strategies", "procedural", "--policy", "oracle",
-              "--policy", "noisy-oracle:1.0", "--samples", "2", "--workers", "2")
+              "--policy", "noisy-oracle:1.0", "--samples", "2", "--workers", "2",
+              "--audit", "0")
 
 
 def _have(module: str) -> bool:

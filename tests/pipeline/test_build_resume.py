@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 RUN = "resume-R1"
 # The sample's default strategies, so combine (fed by the first strategy) is in the build.
-ARGS = ("--max-tasks", "4", "--samples", "2", "--workers", "2", "--seed", "3",
+ARGS = ("--max-tasks", "4", "--samples", "2", "--workers", "2", "--seed", "3", "--audit", "0",
         "--policy", "oracle", "--policy", "noisy-oracle:1.0")
 PARQUET = ("tasks", "golden", "golden/feed", "candidates", "trajectories", "pairs",
            "corpus/sft", "corpus/dpo", "corpus/holdout", "index/dedup")

@@ -21,7 +21,8 @@ def sample_build(tmp_path_factory, shared_cache):
     root = tmp_path_factory.mktemp("build") / "root"
     env = dict(os.environ, SWEMILL_CACHE=str(shared_cache))
     done = subprocess.run([sys.executable, "-m", "swemill", "build", "--out", str(root),
-                           "--json"], capture_output=True, text=True, timeout=900, env=env)
+                           "--audit", "0", "--json"], capture_output=True, text=True,
+                          timeout=900, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     return str(root), summary["run_id"], summary["counts"]["corpus.split"]

@@ -69,3 +69,30 @@ def test_golden_must_pass_twice() -> None:
     v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="failed", b="passed"),
                golden_runs=ok_runs(a="passed", b="passed")[:1], selected=["t::a", "t::b"])
     assert v.reason == "not_solvable"
+
+
+def test_a_test_that_passes_in_another_broken_run_is_in_neither_list() -> None:
+    first = ev(a="failed", b="failed")
+    again = [ev(a="failed", b="passed"), ev(a="error", b="failed")]
+    v = decide(baseline=BASE, applied=True, imports=True, broken=first, repeats=again,
+               golden_runs=ok_runs(a="passed", b="passed") * 2, golden_needed=3,
+               selected=["t::a", "t::b"])
+    assert v.accepted, v
+    assert v.fail_to_pass == ["t::a"] and v.pass_to_pass == ["t::c"]  # c inherited
+    assert v.flaky == ["t::b"] and v.flake_rate == 0.5
+
+
+def test_only_flaky_failures_are_a_flaky_drop_and_golden_runs_are_counted() -> None:
+    v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="failed", b="passed"),
+               repeats=[ev(a="passed", b="passed")], golden_runs=ok_runs(a="passed"),
+               selected=["t::a", "t::b"])
+    assert v.reason == "flaky" and v.flaky == ["t::a"]
+    v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="failed", b="passed"),
+               repeats=[ev(a="failed", b="passed")], golden_runs=ok_runs(a="passed", b="passed"),
+               golden_needed=3, selected=["t::a", "t::b"])
+    assert v.reason == "not_solvable" and "3 times" in v.detail
+    hung = RunEvidence({"t::a": "failed"}, exit_code=1, timed_out=True)
+    v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="failed", b="passed"),
+               repeats=[hung], golden_runs=ok_runs(a="passed", b="passed"),
+               selected=["t::a", "t::b"])
+    assert (v.reason, v.detail) == ("timeout", "broken tree, run 2")

@@ -127,14 +127,15 @@ def test_same_seed_same_tasks_whatever_the_workers(sample_run: dict[str, Any],
     got = []
     for workers in (1, 2):
         store = Store(str(tmp_path / f"w{workers}"))
-        cfg = TasksConfig(strategies=["procedural"], max_tasks=3, workers=workers, seed=7)
+        cfg = TasksConfig(strategies=["procedural"], max_tasks=3, workers=workers, seed=7,
+                          audit=0)
         run_tasks("sample", store, "d", cfg)
         got.append(sorted((t.instance_id, tuple(t.FAIL_TO_PASS), tuple(t.PASS_TO_PASS))
                           for t in store.read_records("tasks", "d", Task)))
     assert got[0] == got[1] and len(got[0]) == 3
     other = Store(str(tmp_path / "seed8"))
     run_tasks("sample", other, "d", TasksConfig(strategies=["procedural"], max_tasks=3,
-                                                workers=2, seed=8))
+                                                workers=2, seed=8, audit=0))
     assert sorted(t.instance_id for t in other.read_records("tasks", "d", Task)) != \
         [i for i, _, _ in got[0]]
 
@@ -143,7 +144,8 @@ def test_resume_redoes_nothing(sample_run: dict[str, Any],
                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWEMILL_CACHE", str(sample_run["cache"]))
     store = sample_run["store"]
-    again = run_tasks("sample", store, "s1", TasksConfig(max_tasks=6, workers=2), resume=True)
+    again = run_tasks("sample", store, "s1", TasksConfig(max_tasks=6, workers=2, audit=0),
+                      resume=True)
     assert again.resumed == ["procedural", "pr-mirror", "combine"]
     assert sorted(again.instance_ids) == sorted(sample_run["result"].instance_ids)
     assert len(store.read_records("tasks", "s1", Task)) == 6

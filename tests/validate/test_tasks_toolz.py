@@ -24,7 +24,7 @@ def test_toolz_tasks_survive_an_independent_audit(shared_cache: Path, tmp_path: 
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
     store = Store(str(tmp_path / "out"))
-    cfg = TasksConfig(max_tasks=4, workers=2, seed=0, combine_feed=8)
+    cfg = TasksConfig(max_tasks=4, workers=2, seed=0, combine_feed=8, audit=0)
     result = run_tasks("pypi:toolz==1.0.0", store, "t", cfg)
     assert result.yields["procedural"].tasks >= 1
     assert result.yields["combine"].tasks >= 1

@@ -43,6 +43,12 @@ def register(app: typer.Typer) -> None:
             "--suite-timeout", min=1.0,
             help="Seconds one baseline run of the whole suite may take (default: derived "
                  "from the number of tests).")] = None,
+        repeat: Annotated[int | None, typer.Option(
+            "--repeat", min=1, help="Runs of each broken tree in validation: FAIL_TO_PASS "
+                                    "tests must fail in every one (default 3).")] = None,
+        audit: Annotated[int | None, typer.Option(
+            "--audit", min=0, help="Tasks to audit cold (default: every task below 20, else "
+                                   "10%, at least 2; 0: off).")] = None,
         max_usd: Annotated[float | None, typer.Option(
             "--max-usd", min=0.0, help="Dollar ceiling for the run's policy calls.")] = None,
         allow_contaminated: Annotated[bool, typer.Option(
@@ -80,7 +86,7 @@ def register(app: typer.Typer) -> None:
             if strategies else None, "seed": seed, "max_usd": max_usd, "executor": executor,
             "emit_wm": True if extra else None,
             "allow_contaminated": True if allow_contaminated else None,
-            "suite_timeout_s": suite_timeout}
+            "suite_timeout_s": suite_timeout, "repeat": repeat, "audit": audit}
         given = {k: v for k, v in flags.items() if v is not None}
         if resume and (fixed := sorted(set(given) - RUNTIME_SETTINGS)):
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)

@@ -33,9 +33,13 @@ def register(app: typer.Typer) -> None:
             "--workers", min=1, help="Parallel validation workers (default: CPU count).")]
         = None,
         seed: Annotated[int, typer.Option("--seed", help="Same seed, same tasks.")] = 0,
-        audit: Annotated[int, typer.Option(
-            "--audit", min=0, help="Re-run the full suite cold on K accepted tasks; any "
-            "disagreement fails the run.")] = 0,
+        audit: Annotated[int | None, typer.Option(
+            "--audit", min=0, help="Re-run the full suite cold on K written tasks and remove "
+            "any that disagrees (default: every task below 20, else 10%, at least 2; 0: off).")]
+        = None,
+        repeat: Annotated[int, typer.Option(
+            "--repeat", min=1, help="Runs of each broken tree: FAIL_TO_PASS tests must fail in "
+            "every one (and pass in as many golden runs, at least 2).")] = 3,
         run_id: Annotated[str | None, typer.Option(
             "--run-id", help="Run id (default: a new time-sorted id).")] = None,
         resume: Annotated[bool, typer.Option(
@@ -80,7 +84,7 @@ def register(app: typer.Typer) -> None:
             return
         summary = _run(source, Store.open(out), _config(
             strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
-            executor, suite_timeout, recipe),
+            executor, suite_timeout, recipe, repeat),
             run_id, resume, quiet=json_out)
         if json_out:
             emit_json(summary)
@@ -91,8 +95,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
-            audit: int, allow_contaminated: bool, backend: str, executor: str = "local",
-            suite_timeout: float | None = None, recipe: Path | None = None) -> Any:
+            audit: int | None, allow_contaminated: bool, backend: str, executor: str = "local",
+            suite_timeout: float | None = None, recipe: Path | None = None,
+            repeat: int = 3) -> Any:
     from pydantic import ValidationError as PydanticError
 
     from swemill.validate.config import TasksConfig
@@ -101,7 +106,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
         "strategies": [s for s in strategies.split(",") if s.strip()], "rows": rows,
         "max_tasks": max_tasks, "seed": seed, "audit": audit,
         "allow_contaminated": allow_contaminated, "backend": backend, "executor": executor,
-        "suite_timeout_s": suite_timeout, "recipe": recipe,
+        "suite_timeout_s": suite_timeout, "recipe": recipe, "repeat": repeat,
     }
     if workers is not None:
         opts["workers"] = workers
@@ -151,7 +156,14 @@ def _print(s: dict[str, Any]) -> None:
                   markup=False)
     t = s["timings_s"]
     out.print(f"setup {t.get('setup', 0):.1f} s, validation {t.get('validate', 0):.1f} s "
-              f"({s['cpu_s']:.1f} CPU s), audited {s['audited']}", highlight=False)
+              f"({s['cpu_s']:.1f} CPU s), audited {s['audited']}"
+              + (f" ({t['audit']:.1f} s)" if "audit" in t else ""), highlight=False)
+    rejected = s.get("audit_rejected") or {}
+    if rejected:
+        out.print(f"[red]the audit removed {len(rejected)} of {s['audited']} audited task(s)"
+                  "[/red] (their lists disagree with a cold run of the whole suite):")
+        for iid, what in list(rejected.items())[:10]:
+            out.print(f"  {iid}: {what}", highlight=False, markup=False)
     for line in s["drop_lines"]:  # why candidates were dropped (candidates/ has every one)
         out.print(line, highlight=False, markup=False, soft_wrap=True)
 

@@ -103,6 +103,16 @@ class Baseline(_Record):
     optional test dependency that is not installed, say)."""
     coverage: dict[str, list[str]] = Field(default_factory=dict)
     """``"path/to/file.py::Qual.name"`` -> node ids of the tests that execute that function."""
+    shared: list[str] = Field(default_factory=list)
+    """Functions (keys as in ``coverage``) that ran outside any one test: at import,
+    collection, or in a fixture wider than a function. An edit of one is run on the whole
+    suite: any test may use what it computed."""
+    uncovered: list[str] = Field(default_factory=list)
+    """Tests whose coverage is unknown (they started a process or set their own tracer): run
+    on every broken tree, never inherited."""
+    version: int = 0
+    """Format of the coverage data (``testing.baseline.BASELINE_VERSION``); a saved baseline of
+    an older one is measured again."""
     suite_wall_s: float = 0.0
     startup_s: float = 0.0
     """Interpreter + pytest start-up measured for an empty selection."""
@@ -194,6 +204,17 @@ class Task(_Record):
     solve_rate: float | None = None
     created_at: str = Field(default_factory=utcnow)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    flake_rate: float = 0.0
+    """Grading quality: the share of the tests run more than once on the broken tree whose
+    outcome changed between runs (those are in neither list)."""
+    n_fail_to_pass: int = 0
+    n_pass_to_pass: int = 0
+    near_miss_tried: int = 0
+    """Near-miss variants (other procedural mutants of the same function) run against the
+    task's lists; 0 where there are none (not a procedural task, or no other mutant)."""
+    near_miss_caught: bool | None = None
+    """Every variant tried failed at least one FAIL_TO_PASS or PASS_TO_PASS test; None when
+    none was tried."""
 
 
 class Golden(_Record):

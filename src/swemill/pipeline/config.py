@@ -50,6 +50,10 @@ class BuildConfig(BaseModel):
     suite_timeout_s: float | None = Field(default=None, gt=0)
     """Seconds one baseline run of the whole suite may take; None derives the bound from the
     suite's size (``testing.timeouts.suite_timeout_for``)."""
+    repeat: int = Field(default=3, ge=1)
+    """Runs of each broken tree in validation (``TasksConfig.repeat``)."""
+    audit: int | None = Field(default=None, ge=0)
+    """Tasks to audit cold (``TasksConfig.audit``; None: the sampled default, 0: off)."""
     holdout: float = Field(default=0.1, ge=0.0, lt=1.0)
     """Share of rows held out (whole groups), for the corpus split."""
     emit_wm: bool = False

@@ -99,7 +99,8 @@ def tasks(ctx: StageContext) -> dict[str, int]:
     config = _config(TasksConfig, max_tasks=c.max_tasks, workers=c.workers, seed=c.seed,
                      backend=c.backend, allow_contaminated=c.allow_contaminated,
                      strategies=list(c.strategies) if c.strategies else None,
-                     executor=c.executor, suite_timeout_s=c.suite_timeout_s)
+                     executor=c.executor, suite_timeout_s=c.suite_timeout_s,
+                     repeat=c.repeat, audit=c.audit)
     result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, resume=ctx.resume,
                        progress=_progress(ctx))
     if not result.tasks:  # the rollouts would only say "no tasks": say why there are none

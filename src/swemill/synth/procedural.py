@@ -5,7 +5,9 @@ map, only those that some passing baseline test executes are aimed at, so most c
 make a test fail. The order is fixed by the seed and interleaved round-robin over targets and,
 within a target, over mutator kinds, so a capped run still covers many functions and kinds.
 Mutants that do not compile, that equal the original modulo formatting (same ``ast.dump``),
-or that repeat an earlier mutant of the same file are skipped and counted.
+or that repeat an earlier mutant of the same file are skipped and counted. Each candidate
+carries up to two other mutants of its target as near misses (``metadata["near_miss"]``),
+which the validator runs against an accepted task's lists.
 """
 
 from __future__ import annotations
@@ -189,12 +191,33 @@ class ProceduralStrategy:
             if q:
                 queues.append(q)
 
+    NEAR_MISSES = 2
+    """Other mutants of the same target each candidate carries (``metadata["near_miss"]``):
+    the validator runs them against an accepted task's lists (do its tests catch them?)."""
+
     def _mutants(self, repo: RepoView, sf: SourceFile, target: Target) -> Iterator[Candidate]:
-        seed = f"{repo.seed}:{target.file}:{target.qualname}:{target.occurrence}"
-        made = 0
-        for kind, site in self._sites(target, random.Random(seed)):
-            if made >= self.max_per_target:
+        made: list[tuple[str, int, str]] = []
+        stream = self._texts(repo, sf, target)
+        for i in range(self.max_per_target):
+            while len(made) < i + 1 + self.NEAR_MISSES:  # this one and its near misses
+                nxt = next(stream, None)
+                if nxt is None:
+                    break
+                made.append(nxt)
+            if i >= len(made):
                 return
+            kind, site, text = made[i]
+            cand = self._candidate(repo, sf, target, kind, site, text)
+            others = [t for _, _, t in made[i + 1:] + made[:i][::-1] if t != text]
+            cand.metadata["near_miss"] = [file_diff(sf.file, sf.source, t)
+                                          for t in others[: self.NEAR_MISSES]]
+            yield cand
+
+    def _texts(self, repo: RepoView, sf: SourceFile, target: Target
+               ) -> Iterator[tuple[str, int, str]]:
+        """(kind, site, mutated file text) of each acceptable mutant of ``target``."""
+        seed = f"{repo.seed}:{target.file}:{target.qualname}:{target.occurrence}"
+        for kind, site in self._sites(target, random.Random(seed)):
             m = MUTATORS[kind]
             rng = random.Random(f"{seed}:{kind}:{site}")
             node = target.node
@@ -207,8 +230,7 @@ class ProceduralStrategy:
             if reason:
                 self.report.skip(reason)
                 continue
-            made += 1
-            yield self._candidate(repo, sf, target, kind, site, text)
+            yield kind, site, text
 
     def _candidate(
         self, repo: RepoView, sf: SourceFile, target: Target, kind: str, site: int, new_code: str

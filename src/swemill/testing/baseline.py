@@ -20,21 +20,26 @@ from swemill.repo.cache import write_text_atomic
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox.base import Sandbox
 from swemill.sandbox.leftovers import scratch_dir
-from swemill.testing.covermap import build_coverage_map
+from swemill.testing.covermap import build_coverage_map, shared_functions
 from swemill.testing.report import TestRunReport
 from swemill.testing.runner import command_line, run_tests
 from swemill.testing.timeouts import SuiteTimeout, suite_timeout_for
 
-__all__ = ["run_baseline", "collect_errors", "combine_runs", "load_baseline", "fresh_sandbox"]
+__all__ = ["run_baseline", "collect_errors", "combine_runs", "load_baseline", "fresh_sandbox",
+           "BASELINE_VERSION"]
+
+BASELINE_VERSION = 2
+"""2: the coverage run also records shared functions and tests that start processes."""
 
 Step = Callable[[str], None]
 
 
 def load_baseline(env: RepoEnv) -> Baseline | None:
     try:
-        return Baseline.model_validate_json(env.baseline_path.read_text())
+        saved = Baseline.model_validate_json(env.baseline_path.read_text())
     except (FileNotFoundError, ValueError):
         return None
+    return saved if saved.version >= BASELINE_VERSION else None
 
 
 @contextlib.contextmanager
@@ -78,6 +83,8 @@ def run_baseline(env: RepoEnv, *, backend: str = "auto", runs: int = 3,
         repo=env.repo, commit=env.commit, env_key=env.key, runs=runs, outcomes=outcomes,
         durations_s=durations, flaky=flaky, collect_errors=collect_errors(reports),
         coverage=build_coverage_map(reports[0].coverage, env.source_path),
+        shared=shared_functions(reports[0].shared_lines, env.source_path),
+        uncovered=sorted(reports[0].spawned), version=BASELINE_VERSION,
         suite_wall_s=round(statistics.median(r.wall_s for r in reports[1:] or reports), 3),
         startup_s=startup, test_cmd=command_line(env),
     )

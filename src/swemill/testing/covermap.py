@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-__all__ = ["function_spans", "build_coverage_map", "line_owner"]
+__all__ = ["function_spans", "build_coverage_map", "line_owner", "shared_functions"]
 
 
 def function_spans(source: str) -> list[tuple[int, int, str]]:
@@ -60,3 +60,17 @@ def build_coverage_map(per_file: dict[str, dict[str, list[int]]], root: Path
             for qual in {owner[ln] for ln in lines if ln in owner}:
                 out.setdefault(f"{rel}::{qual}", set()).add(nodeid)
     return {key: sorted(tests) for key, tests in sorted(out.items())}
+
+
+def shared_functions(per_file: dict[str, list[int]], root: Path) -> list[str]:
+    """``"file.py::Qual.name"`` of every function a line of which ran outside any one test
+    (while modules were imported, tests collected, wider-scoped fixtures set up): what it
+    computed may be used by any test, so no selection of tests can stand for the suite."""
+    out: set[str] = set()
+    for rel, lines in per_file.items():
+        try:
+            owner = line_owner(function_spans((root / rel).read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError):
+            continue
+        out.update(f"{rel}::{owner[ln]}" for ln in lines if ln in owner)
+    return sorted(out)

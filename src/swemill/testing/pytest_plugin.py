@@ -13,6 +13,11 @@ Settings come from the environment:
 - ``SWEMILL_NONCE``: stamped on every line, so lines not written by this plugin stand out.
 - ``SWEMILL_SELECT``: file of node ids, one per line; every other collected item is deselected.
 - ``SWEMILL_COVERAGE``: file to write per-test covered lines to (coverage.py dynamic contexts).
+  Lines run outside any one test (imports, collection, fixtures of a wider scope than a
+  function) are written as ``shared``: any test may depend on what they computed. Tests that
+  start a process (``subprocess``, ``os.fork``/``exec*``/``spawn*``/``system``,
+  ``posix_spawn``) or set their own tracer run code coverage cannot see; they are listed as
+  ``spawned`` (seen through audit hooks, Python >= 3.8).
 - ``SWEMILL_GUARD``: set for grading runs. The plugin, loaded before any code of the
   repository, turns off pytest's reading of cached rewritten test modules, notes pytest's report
   and run machinery (and the built-in exception classes) and
@@ -72,7 +77,24 @@ _BEFORE = _guarded() if _GUARD else {}
 _STDOUT = os.dup(1) if _GUARD else None
 
 # A string annotation: the venv may run a Python (3.8) that cannot subscript ``dict``.
-_state: "dict[str, Any]" = {"fh": None, "cov": None, "phases": {}}
+_state: "dict[str, Any]" = {"fh": None, "cov": None, "phases": {}, "test": None,
+                           "spawned": set()}
+_SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn",
+                           "os.exec", "os.spawn", "os.system", "os.startfile", "pty.spawn"})
+_TRACE_EVENTS = frozenset({"sys.settrace", "sys.setprofile"})
+
+
+def _audit(event, args):
+    test = _state["test"]
+    if test is None or (event not in _SPAWN_EVENTS and event not in _TRACE_EVENTS):
+        return
+    if event in _TRACE_EVENTS:
+        import threading
+
+        # the tracer installing itself in a new thread is coverage's own doing
+        if threading.current_thread() is not threading.main_thread():
+            return
+    _state["spawned"].add(test)
 
 
 def _emit(obj):
@@ -132,6 +154,10 @@ def pytest_load_initial_conftests(early_config, parser, args):
         cov = coverage.Coverage(data_file=None, source=[os.getcwd()], config_file=False)
         cov.start()
         _state["cov"] = cov
+        import sys
+
+        if hasattr(sys, "addaudithook"):
+            sys.addaudithook(_audit)
 
 
 def pytest_sessionstart(session):
@@ -162,6 +188,22 @@ def pytest_runtest_logstart(nodeid, location):
     _state["phases"][nodeid] = {}
     if _state["cov"] is not None:
         _state["cov"].switch_context(nodeid)
+        _state["test"] = nodeid
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    # A fixture of a wider scope is set up once, during whichever test comes first, and its
+    # result is used by every test in its scope: its lines belong to no single test.
+    cov = _state["cov"]
+    shared = cov is not None and _state["test"] is not None and fixturedef.scope != "function"
+    if shared:
+        cov.switch_context("")
+    try:
+        yield
+    finally:
+        if shared:
+            cov.switch_context(_state["test"])
 
 
 def pytest_runtest_logreport(report):
@@ -171,6 +213,7 @@ def pytest_runtest_logreport(report):
 def pytest_runtest_logfinish(nodeid, location):
     if _state["cov"] is not None:
         _state["cov"].switch_context("")
+        _state["test"] = None
     phases = _state["phases"].pop(nodeid, {})
     outcome, message = _outcome(phases)
     duration = sum(getattr(r, "duration", 0.0) for r in phases.values())
@@ -243,6 +286,7 @@ def _write_coverage(cov):
     data = cov.get_data()
     root = os.getcwd()
     files = {}
+    shared = {}
     for path in data.measured_files():
         rel = os.path.relpath(path, root)
         if rel.startswith(".."):
@@ -250,11 +294,15 @@ def _write_coverage(cov):
         per_test = {}
         for line, contexts in data.contexts_by_lineno(path).items():
             for ctx in contexts:
-                if ctx:
-                    per_test.setdefault(ctx, []).append(line)
+                per_test.setdefault(ctx, []).append(line)
+        outside = per_test.pop("", None)
+        rel = rel.replace(os.sep, "/")
+        if outside:
+            shared[rel] = sorted(outside)
         if per_test:
-            files[rel.replace(os.sep, "/")] = {k: sorted(v) for k, v in per_test.items()}
+            files[rel] = {k: sorted(v) for k, v in per_test.items()}
     tmp = _COVER + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"n": _NONCE, "files": files}, fh)
+        json.dump({"n": _NONCE, "files": files, "shared": shared,
+                   "spawned": sorted(_state["spawned"])}, fh)
     os.replace(tmp, _COVER)

@@ -55,6 +55,11 @@ class TestRunReport:
     wall_s: float = 0.0
     coverage: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     """Coverage run only: file -> node id -> covered lines."""
+    shared_lines: dict[str, list[int]] = field(default_factory=dict)
+    """Coverage run only: file -> lines run outside any one test (imports, collection,
+    fixtures of a wider scope)."""
+    spawned: list[str] = field(default_factory=list)
+    """Coverage run only: tests that started a process or set their own tracer."""
 
     def status(self, nodeid: str) -> TestStatus:
         """A test's outcome, or ``error`` when the run is untrustworthy or never ran it."""

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Sequence
 from importlib.metadata import distributions
 from pathlib import Path
+from typing import Any
 
 from swemill.core.errors import TestRunError
 from swemill.repo.cache import write_text_atomic
@@ -121,7 +122,10 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
                           timed_out=res.timed_out, killed_reason=res.killed_reason,
                           wall_s=res.wall_s, sealed=res.stdout if isolated else None)
     if coverage and report.trustworthy:
-        report.coverage = _coverage(cov_text, token)
+        data = _coverage(cov_text, token)
+        report.coverage = data["files"]
+        report.shared_lines = dict(data.get("shared", {}))
+        report.spawned = list(data.get("spawned", []))
     if not text and not res.timed_out and res.killed_reason is None:
         tail = (res.stderr or res.stdout).strip().splitlines()[-5:]
         report.problem = f"pytest did not start (exit {res.exit_code}): " + " | ".join(tail)
@@ -134,14 +138,14 @@ def _read(sb: Sandbox, rel: str) -> str:
     return path.read_text(errors="replace") if path.is_file() else ""
 
 
-def _coverage(text: str, nonce: str) -> dict[str, dict[str, list[int]]]:
+def _coverage(text: str, nonce: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
         raise TestRunError("the coverage run left no readable coverage data") from None
     if data.get("n") != nonce:
         raise TestRunError("the coverage data was not written by this run")
-    return data["files"]
+    return data  # type: ignore[no-any-return]
 
 
 def command_line(env: RepoEnv) -> str:

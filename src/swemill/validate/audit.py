@@ -1,18 +1,25 @@
-"""``--audit K``: check accepted tasks the slow, obvious way.
+"""The audit: check accepted tasks the slow, obvious way.
 
 Each audited task's snapshot is unpacked into a fresh sandbox and the *whole* suite is run
 cold (``testing.run_tests``: a new interpreter, swemill's own reporter), first on the broken
 tree, then with the golden patch applied. Every FAIL_TO_PASS test must fail and then pass,
 every PASS_TO_PASS test must pass both times. This is what makes the validator's shortcuts
 (selected tests, inherited PASS_TO_PASS, the warm server) checkable.
+
+It is on by default (:func:`audit_size`): every task of a run that wrote fewer than 20, else
+a seeded 10% sample (at least 2). One disagreement means a shortcut was wrong for this
+repository, so the rest of the run's tasks are then audited too (:func:`run_audit`); the
+validator removes every task that disagreed.
 """
 
 from __future__ import annotations
 
+import math
+import random
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from swemill.core.errors import ValidationError
 from swemill.core.records import Baseline, Golden, Task
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import open_sandbox
@@ -23,9 +30,11 @@ from swemill.testing.timeouts import adaptive_timeout
 from swemill.validate.snapshot import unpack_tree
 from swemill.validate.worker import git_in
 
-__all__ = ["AuditFinding", "audit_task", "audit_tasks"]
+__all__ = ["AuditFinding", "audit_size", "audit_task", "run_audit", "AUDIT_ALL_BELOW"]
 
 _FAIL = ("failed", "error")
+AUDIT_ALL_BELOW = 20
+"""Runs that wrote fewer tasks than this have every task audited by default."""
 
 
 @dataclass(slots=True)
@@ -40,6 +49,25 @@ class AuditFinding:
     @property
     def ok(self) -> bool:
         return not (self.false_f2p or self.false_p2p or self.problem)
+
+    def describe(self) -> str:
+        """One line: what disagreed (empty when nothing did)."""
+        parts = [self.problem] if self.problem else []
+        for name, tests in (("FAIL_TO_PASS", self.false_f2p), ("PASS_TO_PASS", self.false_p2p)):
+            if tests:
+                more = f" (+{len(tests) - 2} more)" if len(tests) > 2 else ""
+                parts.append(f"false {name} {', '.join(tests[:2])}{more}")
+        return "; ".join(parts)
+
+
+def audit_size(n_tasks: int, requested: int | None) -> int:
+    """How many of ``n_tasks`` to audit: ``requested`` when given (0: none), else every task
+    below :data:`AUDIT_ALL_BELOW`, else 10% (at least 2)."""
+    if requested is not None:
+        return min(requested, n_tasks)
+    if n_tasks < AUDIT_ALL_BELOW:
+        return n_tasks
+    return min(n_tasks, max(2, math.ceil(n_tasks / 10)))
 
 
 def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline: Baseline, *,
@@ -72,15 +100,22 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
     return finding
 
 
-def audit_tasks(store: Store, pairs: list[tuple[Task, Golden]], env: RepoEnv,
-                baseline: Baseline, *, backend: str = "auto") -> list[AuditFinding]:
-    """Audit every pair; raise ValidationError naming the first disagreement."""
-    findings = [audit_task(store, t, g, env, baseline, backend=backend) for t, g in pairs]
-    bad = [f for f in findings if not f.ok]
-    if bad:
-        f = bad[0]
-        what = f.problem or (f"false FAIL_TO_PASS {f.false_f2p[:3]}" if f.false_f2p
-                             else f"false PASS_TO_PASS {f.false_p2p[:3]}")
-        raise ValidationError(f"audit failed on {len(bad)} of {len(findings)} task(s); "
-                              f"{f.instance_id}: {what}")
+def run_audit(store: Store, pairs: list[tuple[Task, Golden]], k: int, env: RepoEnv,
+              baseline: Baseline, *, seed: int = 0, backend: str = "auto",
+              say: Callable[[str, int, int], None] | None = None) -> list[AuditFinding]:
+    """Audit a seeded sample of ``k`` of ``pairs``; after a disagreement, all the others too.
+    Returns one finding per audited task, in the order audited."""
+    tell = say or (lambda _label, _done, _total: None)
+    ordered = sorted(pairs, key=lambda p: p[0].instance_id)
+    chosen = random.Random(f"audit:{seed}").sample(ordered, min(k, len(ordered)))
+    findings: list[AuditFinding] = []
+    todo = list(chosen)
+    while todo:
+        task, golden = todo.pop(0)
+        tell(f"auditing {task.instance_id}", len(findings), len(findings) + len(todo) + 1)
+        findings.append(audit_task(store, task, golden, env, baseline, backend=backend))
+        if not findings[-1].ok and len(chosen) < len(ordered):
+            seen = {p[0].instance_id for p in chosen}
+            todo += [p for p in ordered if p[0].instance_id not in seen]
+            chosen = ordered
     return findings

@@ -1,11 +1,15 @@
 """Validate one candidate on a worker: run the tests, then let the pure gates decide.
 
 Body-only edits at the head commit run just the tests the coverage map says execute the
-changed functions (fastest first, never ``-x``: the whole FAIL_TO_PASS set is wanted);
-everything else runs the full suite. A candidate whose broken run shows no newly failing
-test stops there (F2P early exit); the golden state is only run for the survivors, twice.
-A candidate at another commit (pr-mirror, rows) is compared with a baseline of that commit,
-measured once per commit on the worker that first needs it and shared by the others.
+changed functions (fastest first, never ``-x``: the whole FAIL_TO_PASS set is wanted),
+plus the tests whose coverage is unknown (they start processes); everything else runs the
+full suite. A candidate whose broken run shows no newly failing test stops there (F2P early
+exit). The survivors' newly failing tests are run ``repeat - 1`` more times on the broken
+tree, then the golden state twice (where it is byte for byte the head tree, which the
+baseline ran three times) or ``max(2, repeat)`` times: a FAIL_TO_PASS test fails in every
+broken run and passes in every golden one. An accepted candidate's near-miss variants (other
+mutants of the same function, made by the strategy) are then run against its lists, to
+record whether the tests catch them.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from swemill.core.records import Baseline, Candidate, TestStatus
 from swemill.synth.patches import reverse_patch
 from swemill.testing.timeouts import adaptive_timeout
 from swemill.validate.explain import first_error, refusal_detail, run_failure
-from swemill.validate.gates import FAILING, GateVerdict4, RunEvidence, decide
+from swemill.validate.gates import FAILING, PASSING, GateVerdict4, RunEvidence, decide
 from swemill.validate.warm import Deadlines
 from swemill.validate.worker import TreeState, Worker, evidence_of
 
@@ -39,6 +43,9 @@ class Checked:
     messages: dict[str, str] = field(default_factory=dict)
     """Failure text of the FAIL_TO_PASS tests on the broken tree (for the problem statement)."""
     wall_s: float = 0.0
+    near_miss: tuple[int, int] | None = None
+    """(variants tried, variants caught) for an accepted candidate that came with near-miss
+    variants; caught: at least one FAIL_TO_PASS or PASS_TO_PASS test did not pass."""
 
     @property
     def reason(self) -> str:
@@ -55,6 +62,8 @@ class CheckContext:
     test_deadline_floor_s: float = 1.0
     test_cpu_factor: float = 20.0
     test_cpu_floor_s: float = 0.5
+    repeat: int = 3
+    """Runs of a surviving broken tree; golden runs: at least two, at least this many."""
     _bases: dict[tuple[str, str], Baseline | str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pending: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
@@ -156,11 +165,16 @@ class CheckContext:
 
 
 def select_tests(cand: Candidate, baseline: Baseline) -> list[str] | None:
-    """The tests to run on the broken tree, fastest first; None for the full suite."""
+    """The tests to run on the broken tree, fastest first; None for the full suite: an edit
+    beyond function bodies, or of a function that ran outside any one test (what it computed
+    at import or in a shared fixture may be used by any test)."""
     if cand.scope != "body" or not cand.changed or not baseline.coverage:
         return None
+    shared = set(baseline.shared)
+    if any(f"{sym.file}::{sym.qualname}" in shared for sym in cand.changed):
+        return None
     eligible = baseline.passing()
-    tests: set[str] = set()
+    tests: set[str] = set(baseline.uncovered)
     for sym in cand.changed:
         tests.update(baseline.coverage.get(f"{sym.file}::{sym.qualname}", []))
     durations = baseline.durations_s
@@ -222,16 +236,69 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
                                       outcomes=res.outcomes, messages=res.messages,
                                       log=res.log_tail, hung=res.hung, selected=selected)
         return Checked(cand, first, commit, base_patch, selected is not None)
-    golden_runs: list[RunEvidence] = []
+    again = _newly_failing(baseline, broken, selected)
+    repeats = [evidence_of(worker.run(again, ctx.timeout(baseline, again),
+                                      ctx.deadlines(baseline, again)), again)
+               for _ in range(ctx.repeat - 1)]
+    needed = max(2, ctx.repeat)
+
+    def judge(golden_runs: list[RunEvidence]) -> GateVerdict4:
+        return decide(baseline=baseline, applied=True, imports=True, broken=broken,
+                      golden_runs=golden_runs, selected=selected, repeats=repeats,
+                      golden_needed=needed)
+
+    first = judge([])
+    if first.reason != "not_solvable":  # flaky under the bug
+        return Checked(cand, first, commit, base_patch, selected is not None)
     try:
         worker.checkout(TreeState(commit, (base_patch, cand.bug_patch, golden)))
     except SynthesisError as exc:
         return Checked(cand, GateVerdict4(False, "golden_failed", detail=first_error(str(exc))),
                        commit, base_patch)
-    for _ in range(2):
-        golden_runs.append(evidence_of(worker.run(selected, ctx.timeout(baseline, selected)),
-                                       selected))
-    verdict = decide(baseline=baseline, applied=True, imports=True, broken=broken,
-                     golden_runs=golden_runs, selected=selected)
+    if worker.equals_head():  # the tree the baseline ran three times: two runs suffice
+        needed = 2
+    verdict = judge([evidence_of(worker.run(selected, ctx.timeout(baseline, selected)), selected)
+                     for _ in range(needed)])
     messages = {t: res.messages.get(t, "") for t in verdict.fail_to_pass}
-    return Checked(cand, verdict, commit, base_patch, selected is not None, messages)
+    out = Checked(cand, verdict, commit, base_patch, selected is not None, messages)
+    if verdict.accepted:
+        out.near_miss = _near_miss(ctx, worker, cand, baseline, commit, base_patch, verdict)
+    return out
+
+
+def _newly_failing(baseline: Baseline, broken: RunEvidence, selected: Sequence[str] | None
+                   ) -> list[str]:
+    """The baseline-passing tests the broken run failed, in the run's order."""
+    eligible = baseline.passing()
+    order = selected if selected is not None else list(broken.outcomes)
+    return [t for t in order if t in eligible and broken.outcomes.get(t) in FAILING]
+
+
+def _near_miss(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseline,
+               commit: str, base_patch: str, verdict: GateVerdict4) -> tuple[int, int] | None:
+    """Run each near-miss variant (``cand.metadata["near_miss"]``: patches of the base tree)
+    against the task's lists: FAIL_TO_PASS first, then, if all of those pass, the
+    PASS_TO_PASS tests that execute the changed code (the rest keep their outcome). A
+    variant that does not apply is not counted; a run that times out caught it."""
+    variants = [str(v) for v in cand.metadata.get("near_miss") or [] if str(v).strip()]
+    if not variants:
+        return None
+    p2p = set(verdict.pass_to_pass)
+    selected = select_tests(cand, baseline)
+    rest = sorted(p2p if selected is None else p2p & set(selected))
+    tried = caught = 0
+    for variant in variants:
+        try:
+            worker.checkout(TreeState(commit, (base_patch, variant)))
+        except SynthesisError:
+            continue
+        tried += 1
+        for tests in (verdict.fail_to_pass, rest):
+            if not tests:
+                continue
+            ev = evidence_of(worker.run(tests, ctx.timeout(baseline, tests),
+                                        ctx.deadlines(baseline, tests)), tests)
+            if not ev.usable or any(ev.outcomes.get(t) not in PASSING for t in tests):
+                caught += 1
+                break
+    return (tried, caught) if tried else None

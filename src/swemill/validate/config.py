@@ -39,9 +39,15 @@ class TasksConfig(BaseModel):
     """Parallel validation workers, each a fork of the workspace with a warm pytest server."""
     seed: int = 0
     """Fixes which candidates are made and in what order: same seed, same tasks."""
-    audit: int = Field(default=0, ge=0)
-    """Re-run the full suite on this many accepted tasks in a fresh sandbox; any
-    disagreement with the recorded lists is a ValidationError."""
+    audit: int | None = Field(default=None, ge=0)
+    """Re-run the full suite cold on this many written tasks (0: none; None: every task while
+    the run wrote fewer than 20, else 10%, at least 2; see ``validate.audit``). A task that
+    disagrees with its lists is removed and counted (``audit_rejected``); after one, every
+    other task is audited too."""
+    repeat: int = Field(default=3, ge=1)
+    """Runs of a broken tree that passed the first gates: a FAIL_TO_PASS test fails in every
+    one, and passes in each of ``max(2, repeat)`` golden runs; a test whose outcome changes
+    between the broken runs is in neither list."""
     backend: str = "auto"
     """Sandbox backend: auto, bwrap, local."""
     executor: str = "local"
@@ -133,6 +139,8 @@ class TasksResult:
     """Runs the head images served, and why the others were not (local executor only)."""
     instance_ids: list[str] = field(default_factory=list)
     audited: int = 0
+    audit_rejected: dict[str, str] = field(default_factory=dict)
+    """Tasks the audit removed: instance id -> what disagreed."""
     resumed: list[str] = field(default_factory=list)
     """Strategies whose shards were already complete and were read back, not redone."""
     drop_summary: DropSummary | None = None
@@ -150,7 +158,8 @@ class TasksResult:
                            "skipped": v.skipped, "note": v.note}
                        for k, v in self.yields.items()},
             "drops": self.drops, "timings_s": self.timings_s, "cpu_s": round(self.cpu_s, 3),
-            "instance_ids": self.instance_ids, "audited": self.audited, "resumed": self.resumed,
+            "instance_ids": self.instance_ids, "audited": self.audited,
+            "audit_rejected": self.audit_rejected, "resumed": self.resumed,
             "head_image": self.head_image, "env_skipped": self.env_skipped,
             "drop_summary": self.drop_summary.to_dict() if self.drop_summary else None,
             "drop_lines": self.drop_summary.lines() if self.drop_summary else [],

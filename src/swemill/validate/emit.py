@@ -88,5 +88,10 @@ def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec
         license_tier=license_tier, env_recipe=env_prefix(env_repo, env_commit), snapshot=key,
         metadata={"source": spec, "snapshot_sha256": digest(data), "scope": cand.scope,
                   "selected_tests": checked.selected, "parents": list(cand.parents)},
+        flake_rate=verdict.flake_rate, n_fail_to_pass=len(verdict.fail_to_pass),
+        n_pass_to_pass=len(verdict.pass_to_pass),
+        near_miss_tried=checked.near_miss[0] if checked.near_miss else 0,
+        near_miss_caught=(checked.near_miss[1] == checked.near_miss[0]
+                          if checked.near_miss else None),
     )
     return task, golden

@@ -4,11 +4,14 @@ Nothing here runs a command: the validator runs tests in sandboxes and hands the
 over, so every verdict can be recomputed offline from the stored logs.
 
 1. the bug patch applies and the broken tree imports;
-2. FAIL_TO_PASS is non-empty: tests passing at baseline that fail on the broken tree;
+2. FAIL_TO_PASS is non-empty: tests passing at baseline that fail on the broken tree, in
+   every one of the broken runs;
 3. PASS_TO_PASS is non-empty: baseline-passing tests that still pass on the broken tree;
-4. solvable: the golden patch restores every FAIL_TO_PASS and PASS_TO_PASS test, twice.
+4. solvable: the golden patch restores every FAIL_TO_PASS and PASS_TO_PASS test, in every one
+   of the golden runs (at least two).
 
-Flaky baseline tests never enter either list.
+Flaky baseline tests never enter either list, nor do tests whose outcome on the broken tree
+changes between its runs (flaky under the bug: a random-eviction cache test, say).
 """
 
 from __future__ import annotations
@@ -45,10 +48,19 @@ class GateVerdict4:
     accepted: bool
     reason: str
     """``accepted``, or the first gate that refused: ``patch_failed``, ``import_failed``,
-    ``timeout``, ``untrusted_log``, ``no_fail_to_pass``, ``no_pass_to_pass``, ``not_solvable``."""
+    ``timeout``, ``untrusted_log``, ``no_fail_to_pass``, ``flaky`` (every newly failing test
+    passed in another broken run), ``no_pass_to_pass``, ``not_solvable``."""
     fail_to_pass: list[str] = field(default_factory=list)
     pass_to_pass: list[str] = field(default_factory=list)
     detail: str = ""
+    flaky: list[str] = field(default_factory=list)
+    """Tests whose outcome differed between the broken runs: in neither list."""
+    repeated: int = 0
+    """Tests that were run in more than one broken run (``flaky`` is a share of them)."""
+
+    @property
+    def flake_rate(self) -> float:
+        return round(len(self.flaky) / self.repeated, 4) if self.repeated else 0.0
 
 
 def _refuse(reason: str, detail: str = "") -> GateVerdict4:
@@ -63,33 +75,47 @@ def decide(
     broken: RunEvidence | None,
     golden_runs: Sequence[RunEvidence],
     selected: Sequence[str] | None,
+    repeats: Sequence[RunEvidence] = (),
+    golden_needed: int = 2,
 ) -> GateVerdict4:
     """Apply the four gates. ``selected`` is the tests that were run on the broken tree
     (``None``: the full suite was run). Tests outside the selection never execute the
-    changed code, so they keep their baseline outcome."""
+    changed code, so they keep their baseline outcome. ``repeats`` are further runs of the
+    broken tree (of the selection, or of its newly failing tests): a test whose outcome in
+    one of them differs from the first run's is flaky under the bug and in neither list.
+    ``golden_needed``: golden runs every FAIL_TO_PASS and PASS_TO_PASS test must pass in."""
     if not applied:
         return _refuse("patch_failed")
     if not imports or broken is None:
         return _refuse("import_failed", broken.log[-2000:] if broken else "")
-    if broken.timed_out:
-        return _refuse("timeout", "broken tree")
-    if not broken.trusted:
-        return _refuse("untrusted_log", "broken tree: report and exit code disagree")
+    for i, run in enumerate([broken, *repeats]):
+        where = "broken tree" + (f", run {i + 1}" if i else "")
+        if run.timed_out:
+            return _refuse("timeout", where)
+        if not run.trusted:
+            return _refuse("untrusted_log", f"{where}: report and exit code disagree")
 
     eligible = baseline.passing()
     ran = set(broken.outcomes) if selected is None else set(selected)
-    f2p = sorted(t for t in ran & eligible if broken.outcomes.get(t) in FAILING)
-    measured_p2p = {t for t in ran & eligible if broken.outcomes.get(t) in PASSING}
+    failing = {t for t in ran & eligible if broken.outcomes.get(t) in FAILING}
+    passing = {t for t in ran & eligible if broken.outcomes.get(t) in PASSING}
+    flaky, repeated = _flaky(failing, passing, repeats)
+    f2p = sorted(failing - flaky)
+    measured_p2p = passing - flaky
     inherited_p2p = eligible - ran if selected is not None else set()
     p2p = sorted(measured_p2p | inherited_p2p)
     if not f2p:
+        if failing:
+            return GateVerdict4(False, "flaky", detail=f"{len(failing)} newly failing test(s) "
+                                f"passed in another broken run, first {sorted(failing)[0]}",
+                                flaky=sorted(flaky), repeated=repeated)
         return _refuse("no_fail_to_pass")
     if not p2p:
         return _refuse("no_pass_to_pass")
 
     must_pass = set(f2p) | measured_p2p
-    if len(golden_runs) < 2:
-        return _refuse("not_solvable", "golden patch must be run twice")
+    if len(golden_runs) < golden_needed:
+        return _refuse("not_solvable", f"golden patch must be run {golden_needed} times")
     for i, run in enumerate(golden_runs):
         if not run.usable:
             return _refuse("not_solvable", f"golden run {i + 1}: timed out or untrusted log")
@@ -97,4 +123,24 @@ def decide(
         if missing:
             return _refuse("not_solvable", f"golden run {i + 1}: {len(missing)} tests not passing, "
                            f"first {missing[0]}")
-    return GateVerdict4(True, "accepted", fail_to_pass=f2p, pass_to_pass=p2p)
+    return GateVerdict4(True, "accepted", fail_to_pass=f2p, pass_to_pass=p2p,
+                        flaky=sorted(flaky), repeated=repeated)
+
+
+def _flaky(failing: set[str], passing: set[str], repeats: Sequence[RunEvidence]
+           ) -> tuple[set[str], int]:
+    """Tests of the first broken run whose outcome a repeat contradicts, and how many of the
+    first run's tests the repeats ran at all."""
+    flaky: set[str] = set()
+    seen: set[str] = set()
+    for run in repeats:
+        for t, outcome in run.outcomes.items():
+            if t in failing:
+                seen.add(t)
+                if outcome not in FAILING:
+                    flaky.add(t)
+            elif t in passing:
+                seen.add(t)
+                if outcome not in PASSING:
+                    flaky.add(t)
+    return flaky, len(seen)

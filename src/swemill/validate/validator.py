@@ -37,7 +37,7 @@ from swemill.synth.problem import FailingTest, write_problem_statement
 from swemill.testing.baseline import run_baseline
 from swemill.testing.runner import command_line
 from swemill.testing.timeouts import suite_timeout_for
-from swemill.validate.audit import audit_tasks
+from swemill.validate.audit import audit_size, run_audit
 from swemill.validate.check import CheckContext, Checked
 from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
 from swemill.validate.drops import CANDIDATES_STAGE, candidate_records, summarize
@@ -197,7 +197,8 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     result = TasksResult(run_id, source, src.repo, src.commit, verdict.license_tier,
                          timings_s={"setup": round(setup_s, 3)},
                          env_skipped=[f"{k.requirement}: {k.reason}" for k in env.skipped])
-    ctx = CheckContext(baseline, src.commit, config.timeout_factor, config.timeout_margin_s)
+    ctx = CheckContext(baseline, src.commit, config.timeout_factor, config.timeout_margin_s,
+                       repeat=config.repeat)
     limits = Limits(timeout_s=suite_timeout, memory_mb=config.memory_mb)
     if executor is None:  # config.executor is local: anything else was built above
         pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
@@ -236,11 +237,15 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     result.cpu_s = _cpu() - cpu0 + pool.cpu_s
     result.head_image = pool.image_stats()
     result.timings_s["validate"] = round(time.monotonic() - v_start, 3)
-    if config.audit:
-        say(f"auditing {config.audit} task(s)", 0, config.audit)
-        pairs = _read_pairs(store, run_id, result.instance_ids)[: config.audit]
-        audit_tasks(store, pairs, env, baseline, backend=config.backend)
-        result.audited = len(pairs)
+    k = audit_size(len(result.instance_ids), config.audit)
+    if k:
+        a_start = time.monotonic()
+        findings = run_audit(store, _read_pairs(store, run_id, result.instance_ids), k, env,
+                             baseline, seed=config.seed, backend=config.backend, say=say)
+        result.audited = len(findings)
+        result.audit_rejected = {f.instance_id: f.describe() for f in findings if not f.ok}
+        _remove(store, manifest, run, result)
+        result.timings_s["audit"] = round(time.monotonic() - a_start, 3)
     result.timings_s["total"] = round(time.monotonic() - started, 3)
     result.drop_summary = summarize(
         r for name in order
@@ -348,6 +353,50 @@ def _totals(manifest: RunManifest) -> None:
         manifest.license_tiers[tier] = n
 
 
+def _remove(store: Store, manifest: RunManifest, run: _Run, result: TasksResult) -> None:
+    """Take the tasks the audit rejected out of their shards (rows, goldens, snapshots), mark
+    their ``candidates/`` rows dropped (``audit_rejected``) and count them per strategy, so
+    nothing exports them."""
+    gone = set(result.audit_rejected)
+    if not gone:
+        return
+    for name, entry in _sources(manifest).get(run.spec, {}).items():
+        shard = _shard(run.src.repo, name)
+        counts: dict[str, int] = entry["counts"]  # type: ignore[assignment]
+        if not counts.get("out", 0) or not store.is_complete("tasks", run.run_id, shard):
+            continue
+        tasks = store.read_shard("tasks", run.run_id, shard, Task)
+        drop = [t for t in tasks if t.instance_id in gone]
+        if not drop:
+            continue
+        keep = [t for t in tasks if t.instance_id not in gone]
+        goldens = [g for g in store.read_shard("golden", run.run_id, shard, Golden)
+                   if g.instance_id not in gone]
+        if keep:
+            store.write_records("golden", run.run_id, shard, goldens)
+            store.write_records("tasks", run.run_id, shard, keep)
+        else:
+            store.drop_shard("tasks", run.run_id, shard)
+            store.drop_shard("golden", run.run_id, shard)
+        for t in drop:
+            store.delete(t.snapshot)
+        rows = [r.model_copy(update={"verdict": "dropped", "reason": "audit_rejected",
+                                     "detail": result.audit_rejected[r.instance_id]})
+                if r.instance_id in gone else r
+                for r in store.read_shard(CANDIDATES_STAGE, run.run_id, shard, CandidateRecord)]
+        store.write_records(CANDIDATES_STAGE, run.run_id, shard, rows,
+                            schema_for_model(CandidateRecord))
+        counts["out"] = len(keep)
+        counts["audit_rejected"] = counts.get("audit_rejected", 0) + len(drop)
+        if name in result.yields:
+            result.yields[name].tasks = len(keep)
+    result.tasks -= len(gone)
+    result.instance_ids = [i for i in result.instance_ids if i not in gone]
+    manifest.metadata.setdefault("audit_rejected", {}).update(result.audit_rejected)
+    _totals(manifest)
+    store.write_manifest(manifest)
+
+
 def _read_pairs(store: Store, run_id: str, ids: list[str]) -> list[tuple[Task, Golden]]:
     if not ids:
         return []
@@ -363,6 +412,7 @@ def _finish(store: Store, manifest: RunManifest, result: TasksResult) -> None:
     manifest.timings_s["tasks"] = round(manifest.timings_s.get("tasks", 0.0)
                                         + result.timings_s["total"], 3)
     manifest.metadata.setdefault("tasks_cpu_s", {})[result.source] = round(result.cpu_s, 3)
+    manifest.metadata.setdefault("tasks_audited", {})[result.source] = result.audited
     if manifest.command == "swemill tasks":
         manifest.status = "complete"
         manifest.finished_at = utcnow()

@@ -210,6 +210,10 @@ class Worker:
         """Does the tree differ from a file the server imported before forking?"""
         return any(self._bytes(rel) != data for rel, data in self._preloaded.items())
 
+    def equals_head(self) -> bool:
+        """Every file the patches touched is back to its bytes at the head commit."""
+        return self._changed_py() == []
+
     def _stop(self) -> None:
         self._image = False
         if self._warm is not None:

@@ -1,0 +1,190 @@
+"""Truth of the lists on one small project built to mislead a shortcut-taking validator.
+
+``truthpkg`` has a function whose result is cached in the test process (only the first test
+that asks runs it: the coverage map cannot see that the second one depends on it), a test that
+runs the package in a subprocess (coverage never sees that code), a table computed at import
+(every test may use it), and a test that, on a broken tree, fails only every other run. The
+tasks run with the default audit: whatever the shortcuts got wrong is removed and counted, and
+what is left survives an independent full-suite audit.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swemill.core.records import Golden, Task
+from swemill.repo.envbuild import build_env
+from swemill.repo.sources import resolve_source
+from swemill.store import Store
+from swemill.testing.baseline import run_baseline
+from swemill.validate.validator import TasksConfig, run_tasks
+
+from .conftest import PYPROJECT, independent_audit, run_git
+
+pytestmark = pytest.mark.slow
+
+CORE = '''\
+_cache = {}
+
+
+def compute(name):
+    return name * 2
+
+
+def get(name):
+    if name not in _cache:
+        _cache[name] = compute(name)
+    return _cache[name]
+
+
+def scale(x):
+    return x * 2
+
+
+def _build_table():
+    return {"a": 1, "b": 2}
+
+
+TABLE = _build_table()
+
+
+def flip(x):
+    return 0 - x
+'''
+
+MAIN = '''\
+import sys
+
+from truthpkg.core import scale
+
+print(scale(int(sys.argv[1])))
+'''
+
+TESTS = '''\
+import os
+import subprocess
+import sys
+
+from truthpkg.core import TABLE, _build_table, flip, get, scale
+
+
+def test_get_first():
+    assert get("x") == "xx"
+
+
+def test_get_again():
+    assert get("x") == "xx"
+
+
+def test_scale():
+    assert scale(2) == 4
+
+
+def test_scale_cli():
+    out = subprocess.run([sys.executable, "-m", "truthpkg", "3"], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "6"
+
+
+def test_table():
+    assert _build_table()["b"] == 2
+
+
+def test_table_at_import():
+    assert TABLE["a"] == 1
+
+
+def test_flip_every_other_run():
+    n = int(open("flip-runs.txt").read()) if os.path.exists("flip-runs.txt") else 0
+    with open("flip-runs.txt", "w") as fh:
+        fh.write(str(n + 1))
+    assert flip(1) == -1 or n % 2 == 1
+'''
+
+T = "tests/test_core.py::"
+
+
+def _project(root: Path) -> Path:
+    files = {"pyproject.toml": PYPROJECT.replace("calcpkg", "truthpkg"),
+             "truthpkg/__init__.py": "", "truthpkg/core.py": CORE,
+             "truthpkg/__main__.py": MAIN, "tests/test_core.py": TESTS}
+    root.mkdir(parents=True)
+    run_git(root, "init", "-q", "-b", "main")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    run_git(root, "add", "-A")
+    run_git(root, "commit", "-q", "-m", "truth")
+    return root
+
+
+@pytest.fixture(scope="module")
+def truth_run(shared_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = _project(tmp_path_factory.mktemp("truth") / "truthpkg")
+    store = Store(str(tmp_path_factory.mktemp("store")))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SWEMILL_CACHE", str(shared_cache))
+        env = build_env(resolve_source(str(root)))
+        baseline = run_baseline(env)
+        config = TasksConfig(strategies=["procedural"], max_tasks=8, workers=2, seed=0)
+        result = run_tasks(str(root), store, "t", config)
+    return {"store": store, "env": env, "baseline": baseline, "result": result}
+
+
+def test_baseline_knows_what_coverage_cannot_see(truth_run: dict[str, Any]) -> None:
+    baseline = truth_run["baseline"]
+    assert baseline.uncovered == [T + "test_scale_cli"]
+    assert "truthpkg/core.py::_build_table" in baseline.shared
+    assert baseline.coverage["truthpkg/core.py::compute"] == [T + "test_get_first"]
+
+
+def test_the_audit_removes_and_counts_what_the_shortcuts_got_wrong(
+        truth_run: dict[str, Any]) -> None:
+    store, result = truth_run["store"], truth_run["result"]
+    rejected = result.audit_rejected
+    assert rejected, "a mutant of compute() breaks test_get_again through the cache"
+    assert all("test_get_again" in why for why in rejected.values()), rejected
+    tasks = store.read_records("tasks", "t", Task)
+    assert not {t.instance_id for t in tasks} & set(rejected)
+    assert result.audited == len(tasks) + len(rejected)
+    manifest = json.loads(Path(store.path("manifests/run_id=t.json")).read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["counts"]["tasks"]["audit_rejected"] == len(rejected)
+    assert manifest["counts"]["tasks"]["out"] == len(tasks) == result.tasks
+    assert not [k for k in store.list_keys("snapshots/run_id=t")
+                if any(i in k for i in rejected)]
+
+
+def test_what_is_left_is_true_and_carries_its_grading_quality(
+        truth_run: dict[str, Any]) -> None:
+    store, env = truth_run["store"], truth_run["env"]
+    tasks = store.read_records("tasks", "t", Task)
+    goldens = {g.instance_id: g for g in store.read_records("golden", "t", Golden)}
+    assert tasks
+    kinds = set()
+    for task in tasks:
+        assert independent_audit(store, task, goldens[task.instance_id], env) == ([], [])
+        assert (task.n_fail_to_pass, task.n_pass_to_pass) == (len(task.FAIL_TO_PASS),
+                                                              len(task.PASS_TO_PASS))
+        assert (task.near_miss_caught is None) == (task.near_miss_tried == 0)
+        lists = task.FAIL_TO_PASS + task.PASS_TO_PASS
+        bug = goldens[task.instance_id].bug_patch
+        if "0 - x" in bug:
+            assert T + "test_flip_every_other_run" not in lists
+        if "x * 2" in bug:
+            kinds.add("scale")
+            assert T + "test_scale_cli" in task.FAIL_TO_PASS  # run, though no map shows it
+        if '"a": 1' in bug:
+            kinds.add("table")
+            assert not task.metadata["selected_tests"]  # the whole suite ran
+            assert T + "test_table_at_import" in task.FAIL_TO_PASS
+    assert kinds == {"scale", "table"}
+    assert any(t.near_miss_tried for t in tasks)
+    result = truth_run["result"]
+    assert result.drops.get("flaky", 0) + sum(
+        1 for t in tasks if t.flake_rate > 0) >= 1, result.drops
