@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from swemill.core.records import Golden, Task
+from swemill.core.records import CandidateRecord, Golden, Task
 from swemill.repo.envbuild import build_env
 from swemill.repo.sources import resolve_source
 from swemill.store import Store
@@ -158,6 +158,9 @@ def test_the_audit_removes_and_counts_what_the_shortcuts_got_wrong(
     assert manifest["counts"]["tasks"]["out"] == len(tasks) == result.tasks
     assert not [k for k in store.list_keys("snapshots/run_id=t")
                 if any(i in k for i in rejected)]
+    rows = {r.instance_id: r for r in store.read_records("candidates", "t", CandidateRecord)}
+    assert {i: (rows[i].verdict, rows[i].reason) for i in rejected} == {
+        i: ("dropped", "audit_rejected") for i in rejected}
 
 
 def test_what_is_left_is_true_and_carries_its_grading_quality(
