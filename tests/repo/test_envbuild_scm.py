@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import pytest
 
-from swemill.repo.envbuild import reason_line
+from swemill.repo.buildlog import reason_line
 from swemill.repo.generated import collect_generated, copy_tracked, place_generated
 from swemill.repo.scm import derive_version, scm_versioned, version_env
 from swemill.repo.sources import git

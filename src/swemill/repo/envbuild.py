@@ -18,40 +18,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
 
 from swemill.core.errors import EnvBuildError
+from swemill.repo.buildlog import INSTALL_TIMEOUT_S, run_logged
+from swemill.repo.buildsteps import ProjectBuild, dist_name, install_deps, noted
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, write_text_atomic
 from swemill.repo.generated import collect_generated, copy_tracked, place_generated
 from swemill.repo.history import older_requirements
 from swemill.repo.install import (
-    build_requires,
-    dynamic_build_requires,
-    install_project,
     project_requirement,
     run_inside,
-    wheel_only_requirements,
 )
 from swemill.repo.pyselect import pick_python
-from swemill.repo.recipe import ALWAYS, Recipe, has_tests, resolve_recipe
+from swemill.repo.recipe import Recipe, has_tests, resolve_recipe
 from swemill.repo.relocate import relocate_editable
-from swemill.repo.scm import derive_version, scm_versioned, version_env
 from swemill.repo.sources import ResolvedSource
-from swemill.repo.testdeps import Skipped, install_test_deps, requirement_units
+from swemill.repo.testdeps import Skipped
 from swemill.repo.uvbin import find_uv
-from swemill.sandbox.base import WORKSPACE, Bind, ExecResult
+from swemill.sandbox.base import WORKSPACE, Bind
 
 __all__ = ["RepoEnv", "build_env", "env_key", "load_env"]
 
-_INSTALL_TIMEOUT_S = 1800
-_LOG_TAIL = 15
 
 
 @dataclass(slots=True, frozen=True)
@@ -166,21 +157,21 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     interp, version, base_prefix, why = pick_python(recipe, uv)
     if why:
         recipe = recipe.model_copy(update={"evidence": [*recipe.evidence, why]})
-    _run([uv, "venv", "--relocatable", "--no-python-downloads", "--python", interp,
-          str(tmp / "venv")], log, src)
+    run_logged([uv, "venv", "--relocatable", "--no-python-downloads", "--python", interp,
+                str(tmp / "venv")], log, src)
     work = tmp / "build-src"  # the install's own copy: the cached working copy stays clean
     tracked = copy_tracked(src.path, work)
     venv = tmp / "venv"
     project, generated = None, []
     if recipe.editable and _is_project(work):
-        build = _Build(uv, venv, work, base_prefix, log, src)
+        build = ProjectBuild(uv, venv, work, base_prefix, log, src)
         recipe = build.install(recipe)
         project = project_requirement(venv, [WORKSPACE, str(work)], [])
         generated = collect_generated(work, tracked, tmp / "generated")
-    older = older_requirements(src.path, _dist_name(src.path)) if recipe.older_commits else []
+    older = older_requirements(src.path, dist_name(src.path)) if recipe.older_commits else []
     if older:
-        recipe = _noted(recipe, f"older commits declare what the head does not: {older}")
-    skipped = _install_deps(uv, venv, project, recipe, tmp, log, src, older)
+        recipe = noted(recipe, f"older commits declare what the head does not: {older}")
+    skipped = install_deps(uv, venv, project, recipe, tmp, log, src, older)
     roots = relocate_editable(venv, work, WORKSPACE) if project else []
     if not roots:
         roots = _fallback_pth(venv, work)
@@ -194,63 +185,6 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     write_text_atomic(tmp / "env.json", json.dumps(meta, indent=2) + "\n")
 
 
-@dataclass(slots=True)
-class _Build:
-    """The project's own install: build requirements outside, the backend's code inside."""
-
-    uv: str
-    venv: Path
-    work: Path
-    base_prefix: Path
-    log: Path
-    src: ResolvedSource
-
-    def install(self, recipe: Recipe) -> Recipe:
-        """Install the project in development mode; returns ``recipe`` with what was derived."""
-        static = build_requires(self.work)
-        _run(_wheels_cmd(self.uv, self.venv, static), self.log, self.src)
-        recipe, env = self._version(recipe, static)
-        extra, asked = dynamic_build_requires(self.venv, self.work, self.base_prefix, self.uv,
-                                              _INSTALL_TIMEOUT_S, env)
-        _log_result(asked, self.log, "build requirements of the backend")
-        extra = [r for r in extra if _req_key(r) not in {_req_key(s) for s in static}]
-        if extra:
-            _run(_wheels_cmd(self.uv, self.venv, extra), self.log, self.src)
-            recipe = _noted(recipe, f"build backend asks for {extra}")
-            if not env:  # setup_requires=["setuptools_scm"] shows only now
-                recipe, env = self._version(recipe, extra)
-        _log_inside(install_project(self.uv, self.venv, self.work, recipe.extras,
-                                    self.base_prefix, _INSTALL_TIMEOUT_S, env),
-                    self.log, self.src, "install")
-        return recipe
-
-    def _version(self, recipe: Recipe, requires: list[str]) -> tuple[Recipe, dict[str, str]]:
-        """For a project versioned from git: the version, in the variables its backend reads."""
-        if not scm_versioned(self.work, requires):
-            return recipe, {}
-        version, where = derive_version(self.src.path)
-        return (_noted(recipe, f"version {version} from {where} (the version comes from git, "
-                               "and the install sees no .git)"),
-                version_env(version, _dist_name(self.work)))
-
-
-def _noted(recipe: Recipe, line: str) -> Recipe:
-    return recipe.model_copy(update={"evidence": [*recipe.evidence, line]})
-
-
-def _req_key(req: str) -> str:
-    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
-    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else req
-
-
-def _dist_name(work: Path) -> str | None:
-    try:
-        name = tomllib.loads((work / "pyproject.toml").read_text()).get("project", {}).get("name")
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return None
-    return name if isinstance(name, str) else None
-
-
 def _recipe_hash(recipe: Recipe) -> str:
     """Names the recipe asked for (detected or given), before the build annotates it."""
     return hashlib.sha256(recipe.model_dump_json().encode()).hexdigest()
@@ -261,53 +195,6 @@ def _requested(path: Path) -> str | None:
         return str(json.loads((path / "env.json").read_text()).get("requested_recipe"))
     except (FileNotFoundError, ValueError):
         return None
-
-
-def _wheels_cmd(uv: str, venv: Path, reqs: list[str]) -> list[str]:
-    """Installs ``reqs`` from wheels only: unpacking a wheel runs none of its code."""
-    return [uv, "pip", "install", "--python", str(venv / "bin" / "python"), "--no-progress",
-            "--only-binary", ":all:", *reqs]
-
-
-def _install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: Path,
-                  log: Path, src: ResolvedSource, older: list[str]) -> list[Skipped]:
-    """The project's dependencies, pytest and coverage (all required), then the recipe's test
-    dependencies (each skipped, with its cause, when it cannot be installed)."""
-    files = wheel_only_requirements(src.path, recipe.requirement_files, tmp)
-    options = tmp / "requirements-options.txt"
-    optional = [f"{project}[{e}]" for e in recipe.extras] if project else []
-    optional += requirement_units(files, options) + recipe.packages + older
-    required = ([project] if project else []) + list(ALWAYS)
-
-    codes: list[int] = []
-
-    def run(reqs: list[str]) -> tuple[int, str]:
-        codes.append(_run([*_wheels_cmd(uv, venv, reqs), "-r", str(options)], log, src,
-                          cwd=tmp, check=False))
-        return codes[-1], "" if codes[-1] == 0 else reason_line(_last_step(log))
-
-    def fail(_why: str) -> NoReturn:
-        _fail(f"install of {src.repo}@{src.commit[:12]} failed (exit {codes[-1]})", log)
-
-    return install_test_deps(run, required, optional, fail)
-
-
-def _log_result(result: ExecResult, log: Path, what: str) -> None:
-    with open(log, "a") as fh:
-        fh.write(f"$ (in the sandbox) {what}\n{result.stdout}{result.stderr}")
-        if not result.ok:
-            fh.write(f"({what}: exit {result.exit_code}; going on without)\n")
-
-
-def _log_inside(result: ExecResult, log: Path, src: ResolvedSource, what: str) -> None:
-    with open(log, "a") as fh:
-        fh.write(f"$ (in the sandbox) {what}\n{result.stdout}{result.stderr}")
-    if result.timed_out:
-        _fail(f"{what} of {src.repo} did not finish within {_INSTALL_TIMEOUT_S} s", log)
-    if not result.ok:
-        why = f"killed: {result.killed_reason}" if result.killed_reason else \
-            f"exit {result.exit_code}"
-        _fail(f"{what} of {src.repo}@{src.commit[:12]} failed ({why})", log)
 
 
 def _is_project(path: Path) -> bool:
@@ -333,72 +220,8 @@ def _compile(uv: str, venv: Path, final_venv: Path, work: Path, base_prefix: Pat
     result = run_inside(lambda _: [str(venv / "bin" / "python"), "-m", "compileall", "-q",
                                    "-j", "0", "-s", str(site), "-p", str(final_site), str(site)],
                         uv=uv, venv=venv, work=work, base_prefix=base_prefix,
-                        timeout=_INSTALL_TIMEOUT_S)
+                        timeout=INSTALL_TIMEOUT_S)
     with open(log, "a") as fh:
         fh.write(f"$ (in the sandbox) compileall: exit {result.exit_code}\n")
 
 
-def _run(cmd: list[str], log: Path, src: ResolvedSource, *, cwd: Path | None = None,
-         check: bool = True) -> int:
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "PYTHONDONTWRITEBYTECODE": "1",
-           "VIRTUAL_ENV": ""}
-    env.pop("VIRTUAL_ENV")
-    with open(log, "a") as fh:
-        fh.write(f"$ {' '.join(cmd)}\n")
-        fh.flush()
-        try:
-            proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                  timeout=_INSTALL_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            _fail(f"install of {src.repo} did not finish within {_INSTALL_TIMEOUT_S} s", log)
-    if check and proc.returncode != 0:
-        _fail(f"install of {src.repo}@{src.commit[:12]} failed (exit {proc.returncode})", log)
-    return proc.returncode
-
-
-def _fail(summary: str, log: Path) -> NoReturn:
-    """Raise with the log's tail, keeping a copy of the log outside the doomed temp dir."""
-    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    tail = lines[-_LOG_TAIL:]
-    raise EnvBuildError(f"{summary}: {reason_line(_last_step(log))}\n" + "\n".join(tail)
-                        + f"\n(full log: {_keep_log(log)})")
-
-
-def _last_step(log: Path) -> list[str]:
-    """The output of the log's last command."""
-    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    last = max((i for i, ln in enumerate(lines) if ln.startswith("$ ")), default=-1)
-    return lines[last + 1:]
-
-
-_COMPILER = re.compile(r"\b(fatal error|error):\s", re.I)
-_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|NotFound)"
-                        r"(?::\s.*)?$")
-_HINT = re.compile(r"^(hint|help|note|warning)\b", re.I)
-
-
-def reason_line(step: list[str]) -> str:
-    """The line of a failed step's output that says why, not the package manager's advice:
-    a compiler's first error, else the last exception a traceback raised, else the first
-    error line (with the cause it announces)."""
-    clean = [ln.strip(" ×╰─▶│|").strip() for ln in step]
-    clean = [ln for ln in clean if ln and not _HINT.match(ln)]
-    for ln in clean:
-        if _COMPILER.search(ln) and re.match(r"^\S+\.(c|cc|cpp|h|pyx|f90|rs):\d+", ln):
-            return ln
-    exceptions = [ln for ln in clean if _EXCEPTION.match(ln)]
-    if exceptions:
-        return exceptions[-1]
-    for i, ln in enumerate(clean):
-        if re.search(r"\berror\b|No solution|not found|failed", ln, re.I):
-            nxt = clean[i + 1] if i + 1 < len(clean) else ""
-            return f"{ln}: {nxt}" if nxt and (ln.endswith(":") or nxt.startswith("cause:")) \
-                else ln
-    return clean[-1] if clean else "(the log is empty)"
-
-
-def _keep_log(log: Path) -> Path:
-    kept = log.parent.parent.parent / "logs" / f"{log.parent.name.lstrip('.')}.build.log"
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(log, kept)
-    return kept

@@ -1,0 +1,121 @@
+"""The steps of one environment build that install things: the project itself (build
+requirements outside, the backend's code inside; see :mod:`swemill.repo.install`) and then its
+dependencies and test dependencies (:mod:`swemill.repo.testdeps`)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from swemill.repo.buildlog import (
+    INSTALL_TIMEOUT_S,
+    fail,
+    last_step,
+    log_inside,
+    log_result,
+    reason_line,
+    run_logged,
+)
+from swemill.repo.install import (
+    build_requires,
+    dynamic_build_requires,
+    install_project,
+    wheel_only_requirements,
+)
+from swemill.repo.recipe import ALWAYS, Recipe
+from swemill.repo.scm import derive_version, scm_versioned, version_env
+from swemill.repo.sources import ResolvedSource
+from swemill.repo.testdeps import Skipped, install_test_deps, requirement_units
+
+__all__ = ["ProjectBuild", "dist_name", "install_deps", "noted", "wheels_cmd"]
+
+
+@dataclass(slots=True)
+class ProjectBuild:
+    """The project's own install: build requirements outside, the backend's code inside."""
+
+    uv: str
+    venv: Path
+    work: Path
+    base_prefix: Path
+    log: Path
+    src: ResolvedSource
+
+    def install(self, recipe: Recipe) -> Recipe:
+        """Install the project in development mode; returns ``recipe`` with what was derived."""
+        static = build_requires(self.work)
+        run_logged(wheels_cmd(self.uv, self.venv, static), self.log, self.src)
+        recipe, env = self._version(recipe, static)
+        extra, asked = dynamic_build_requires(self.venv, self.work, self.base_prefix, self.uv,
+                                              INSTALL_TIMEOUT_S, env)
+        log_result(asked, self.log, "build requirements of the backend")
+        extra = [r for r in extra if _req_key(r) not in {_req_key(s) for s in static}]
+        if extra:
+            run_logged(wheels_cmd(self.uv, self.venv, extra), self.log, self.src)
+            recipe = noted(recipe, f"build backend asks for {extra}")
+            if not env:  # setup_requires=["setuptools_scm"] shows only now
+                recipe, env = self._version(recipe, extra)
+        log_inside(install_project(self.uv, self.venv, self.work, recipe.extras,
+                                    self.base_prefix, INSTALL_TIMEOUT_S, env),
+                    self.log, self.src, "install")
+        return recipe
+
+    def _version(self, recipe: Recipe, requires: list[str]) -> tuple[Recipe, dict[str, str]]:
+        """For a project versioned from git: the version, in the variables its backend reads."""
+        if not scm_versioned(self.work, requires):
+            return recipe, {}
+        version, where = derive_version(self.src.path)
+        return (noted(recipe, f"version {version} from {where} (the version comes from git, "
+                               "and the install sees no .git)"),
+                version_env(version, dist_name(self.work)))
+
+
+def noted(recipe: Recipe, line: str) -> Recipe:
+    return recipe.model_copy(update={"evidence": [*recipe.evidence, line]})
+
+
+def _req_key(req: str) -> str:
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else req
+
+
+def dist_name(work: Path) -> str | None:
+    try:
+        name = tomllib.loads((work / "pyproject.toml").read_text()).get("project", {}).get("name")
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
+def wheels_cmd(uv: str, venv: Path, reqs: list[str]) -> list[str]:
+    """Installs ``reqs`` from wheels only: unpacking a wheel runs none of its code."""
+    return [uv, "pip", "install", "--python", str(venv / "bin" / "python"), "--no-progress",
+            "--only-binary", ":all:", *reqs]
+
+
+def install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: Path,
+                 log: Path, src: ResolvedSource, older: list[str]) -> list[Skipped]:
+    """The project's dependencies, pytest and coverage (all required), then the recipe's test
+    dependencies (each skipped, with its cause, when it cannot be installed)."""
+    files = wheel_only_requirements(src.path, recipe.requirement_files, tmp)
+    options = tmp / "requirements-options.txt"
+    optional = [f"{project}[{e}]" for e in recipe.extras] if project else []
+    optional += requirement_units(files, options) + recipe.packages + older
+    required = ([project] if project else []) + list(ALWAYS)
+
+    codes: list[int] = []
+
+    def run(reqs: list[str]) -> tuple[int, str]:
+        codes.append(run_logged([*wheels_cmd(uv, venv, reqs), "-r", str(options)], log, src,
+                                cwd=tmp, check=False))
+        return codes[-1], "" if codes[-1] == 0 else reason_line(last_step(log))
+
+    def required_failed(_why: str) -> NoReturn:
+        fail(f"install of {src.repo}@{src.commit[:12]} failed (exit {codes[-1]})", log)
+
+    return install_test_deps(run, required, optional, required_failed)
+
+
