@@ -23,7 +23,8 @@ from pathlib import Path
 
 from swemill.core.errors import SandboxUnavailable
 
-__all__ = ["DEFAULT_UID", "drop_argv", "hand_over", "lend", "sandbox_uid", "sweep", "take_back"]
+__all__ = ["DEFAULT_UID", "clear_special", "drop_argv", "hand_over", "lend", "sandbox_uid", "sweep",
+           "take_back"]
 
 DEFAULT_UID = 65534
 """The overflow uid ("nobody"): owns nothing a sandbox could use."""
@@ -182,7 +183,7 @@ def sweep(layer: Path, view: Path | None = None) -> int:
         nonlocal used
         used += st.st_blocks * 512
         if st.st_mode & _SPECIAL and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            _clear_special(dfd, name)
+            clear_special(name, dfd)
 
     _walk(layer, visit, view)
     return used
@@ -214,15 +215,17 @@ def take_back(tree: Path) -> None:
         if st.st_uid != me or st.st_gid != me:
             os.chown(name, me, me, dir_fd=dfd, follow_symlinks=False)
         if st.st_mode & _SPECIAL and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            _clear_special(dfd, name)
+            clear_special(name, dfd)
 
     _walk(tree, visit)
     os.chown(tree, me, me, follow_symlinks=False)
 
 
-def _clear_special(dfd: int, name: str) -> None:
+def clear_special(name: str, dir_fd: int | None = None) -> None:
+    """Drop the set-id bits of ``name`` (relative to ``dir_fd``); never follows a last-component
+    symlink."""
     try:
-        fd = os.open(name, _OPEN_ANY, dir_fd=dfd)
+        fd = os.open(name, _OPEN_ANY, dir_fd=dir_fd)
     except OSError:  # gone, or swapped for a symlink: nothing of ours to change
         return
     try:

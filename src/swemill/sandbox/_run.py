@@ -96,10 +96,11 @@ class DiskWatch:
         """Seconds until the next poll is due (an hour when nothing is capped)."""
         return 3600.0 if self.cap is None else max(self.next_at - time.monotonic(), 0.0)
 
-    def poll(self) -> bool:
-        """Measure now; whether the workspace is over its cap."""
+    def poll(self, usage: Callable[[], int] | None = None) -> bool:
+        """Measure now (with ``usage`` instead of the watch's own); whether the workspace is
+        over its cap."""
         start = time.monotonic()
-        self.used = self.usage()
+        self.used = (usage or self.usage)()
         now = time.monotonic()
         self.next_at = now + max(_DISK_POLL_S, _DISK_POLL_SHARE * (now - start))
         self.over = self.over or (self.cap is not None and self.used > self.cap)
@@ -109,12 +110,15 @@ class DiskWatch:
 def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
                 stdin: bytes | None, limits: Limits, timeout: float,
                 usage: Callable[[], int] | None = None, held: bool = False,
-                pool: CgroupPool | None = None) -> ExecResult:
+                pool: CgroupPool | None = None,
+                settled_usage: Callable[[], int] | None = None) -> ExecResult:
     """Run ``argv`` under ``limits`` and return what it did (never raises for the command's
     own failures; raises :class:`SandboxError` when it cannot be started). ``usage``
     measures the workspace (bytes) for the disk cap; it is also called once at the end.
     ``held``: ``argv`` is a bwrap command line, started held (see :mod:`._launch`).
-    ``pool``: the family's kept cgroups, to take the command's groups from and return them to."""
+    ``pool``: the family's kept cgroups, to take the command's groups from and return them to.
+    ``settled_usage``: ``usage`` for the final measure once the command's cgroup is known to be
+    empty (nothing of it can change the workspace any more)."""
     cg = pool.acquire(limits) if pool is not None else open_cgroups(limits)
     try:
         start = time.perf_counter()
@@ -124,8 +128,9 @@ def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
         watch = DiskWatch(usage, limits.disk_mb) if usage is not None else None
         timed_out = _pump(proc, stdin, out, err, timeout, lambda: _kill_tree(proc, cg), watch)
         wall = time.perf_counter() - start
-        if watch is not None:
-            watch.poll()  # the final measure, also the last sweep of what the command left
+        if watch is not None:  # the final measure, also the last sweep of what it left
+            settled = settled_usage is not None and cg is not None and cg.kill_all()
+            watch.poll(settled_usage if settled else None)
         code = proc.returncode
         if not held and code == 125 and err.text().startswith(GUARD_FAIL):
             raise SandboxError(err.text().strip())

@@ -92,13 +92,20 @@ class TreeSandbox:
         """Clear set-id bits in this tree's writable layer; the bytes that layer holds."""
         return self._tree.sweep()
 
+    def _settled_sweep(self) -> int:
+        """:meth:`_sweep` after a command whose processes are all gone (its cgroup is empty):
+        cheaper when no other command or spawned process of this sandbox runs in the tree."""
+        with self._lock:
+            alone = self._active == 1
+        return self._tree.settled_sweep() if alone else self._tree.sweep()
+
     def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
               cwd: str | None, stdin: bytes | None) -> ExecResult:
         argv, where = self._command(cmd, cwd)
         self._prepare()
         return run_guarded(argv, env=env, cwd=where, stdin=stdin, limits=self.limits,
                            timeout=timeout, usage=self._sweep, held=self._held,
-                           pool=self._pool)
+                           pool=self._pool, settled_usage=self._settled_sweep)
 
     def spawn(self, cmd: Sequence[str] | str, *, env: Mapping[str, str] | None = None,
               cwd: str | None = None) -> Spawned:

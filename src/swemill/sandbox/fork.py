@@ -33,6 +33,7 @@ from pathlib import Path
 
 from swemill.core.errors import SandboxError
 from swemill.sandbox._hostuser import hand_over, sweep
+from swemill.sandbox._settled import SettledSweep
 
 __all__ = ["PlainTree", "OverlayTree", "Tree", "copy_tree", "overlay_usable"]
 
@@ -182,6 +183,10 @@ class Tree:
         """Clear set-id bits in this tree's own writes; the bytes they take on disk."""
         return sweep(self.layer)
 
+    def settled_sweep(self) -> int:
+        """:meth:`sweep` once nothing runs in the tree any more (may be cheaper)."""
+        return self.sweep()
+
     def touched(self) -> None:
         """The tree may have changed in ways only its owner knows (a command ran, a write)."""
 
@@ -202,6 +207,13 @@ class PlainTree(Tree):
         self._closed = False
         self._finalizer = (weakref.finalize(self, shutil.rmtree, owned_root, ignore_errors=True)
                            if owned_root is not None else None)
+        self._settled: SettledSweep | None = None
+
+    def settled_sweep(self) -> int:
+        if self._settled is None:
+            self._settled = SettledSweep(self.path)
+        used, special = self._settled()
+        return self.sweep() if special else used  # only the safe walk changes anything
 
     def touched(self) -> None:
         if self._snapshot is not None and self._store is not None:
