@@ -14,7 +14,15 @@ verdicts double as an audit: a task swemill accepted whose FAIL_TO_PASS does not
 PASS_TO_PASS does not pass, in the naive full-suite runs is counted invalid.
 
     python benchmarks/bench_validate.py [--candidates 40] [--naive 10] [--workers 2]
-        [--no-head-image]
+        [--no-head-image] [--repeat 3] [--near-misses 2]
+
+swemill validates as ``swemill tasks`` does by default: survivors' newly failing tests run
+``--repeat`` times on the broken tree, and each accepted task's ``--near-misses`` variants
+are run against its lists (``--repeat 1 --near-misses 0`` measures the validator as it was
+before those). The naive validator runs the broken tree once and the golden tree twice, so
+the ratio to it does not charge it for the repeats. The sampled cold audit that ``swemill
+tasks`` runs after validation is not in these figures: it costs two cold runs of the whole
+suite per audited task.
 
 Environments and baselines are built (and cached) before anything is timed.
 
@@ -91,6 +99,8 @@ class Naive:
 
 BACKEND = "local"
 IMAGE = True
+REPEAT = 3
+NEAR_MISSES = 2
 
 
 def naive_run(env: RepoEnv, patches: list[str], timeout: float) -> RunEvidence | None:
@@ -161,7 +171,7 @@ def invalid(checked: Checked, broken: RunEvidence, golden: list[RunEvidence]) ->
 
 def swemill(env: RepoEnv, baseline: Baseline, head: str, cands: list[Candidate],
             workers: int) -> tuple[list[Checked], float, float, dict[str, object]]:
-    ctx = CheckContext(baseline, head)
+    ctx = CheckContext(baseline, head, repeat=REPEAT, near_misses=NEAR_MISSES)
     c0, t0 = cpu(), time.monotonic()
     pool = WorkerPool(env, head, ctx, n=workers, backend=BACKEND,
                       limits=Limits(timeout_s=900, memory_mb=4096), image=IMAGE)
@@ -272,9 +282,12 @@ def main() -> None:
     ap.add_argument("--backend", default="local", help="sandbox backend (see the docstring)")
     ap.add_argument("--no-head-image", action="store_true",
                     help="validate without the workers' head images (every run a fresh pytest)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of a surviving broken tree")
+    ap.add_argument("--near-misses", type=int, default=2, help="near-miss variants per task")
     args = ap.parse_args()
-    global BACKEND, IMAGE
+    global BACKEND, IMAGE, REPEAT, NEAR_MISSES
     BACKEND, IMAGE = args.backend, not args.no_head_image
+    REPEAT, NEAR_MISSES = args.repeat, args.near_misses
     warnings.filterwarnings("ignore", message=".*'local' sandbox")
     for spec in args.repos.split(","):  # build everything before timing anything
         run_baseline(build_env(resolve_source(spec)))

@@ -60,6 +60,7 @@ class ValidateChunk(BaseModel):
     candidates: tuple[Candidate, ...]
     head_image: bool = True
     repeat: int = 3
+    near_misses: int = 2
 
 
 class ChunkResult(BaseModel):
@@ -92,7 +93,7 @@ def validate_chunk(chunk: ValidateChunk) -> ChunkResult:
     env = _env_here(chunk)
     env_ready_s = time.monotonic() - start
     ctx = CheckContext(chunk.baseline, chunk.head, chunk.timeout_factor, chunk.timeout_margin_s,
-                       repeat=chunk.repeat)
+                       repeat=chunk.repeat, near_misses=chunk.near_misses)
     base = open_base(env, backend=chunk.backend, limits=chunk.limits)
     try:
         worker = Worker(env, base, chunk.head, chunk.preimport, image=chunk.head_image)
@@ -141,7 +142,7 @@ class ExecutorPool(WorkerPool):
             source=self.source, env=self.env, head=self.head, baseline=self.ctx.baseline,
             timeout_factor=self.ctx.timeout_factor, timeout_margin_s=self.ctx.timeout_margin_s,
             backend=self._backend, limits=self._limits, preimport=tuple(self._preimport),
-            head_image=self.image, repeat=self.ctx.repeat,
+            head_image=self.image, repeat=self.ctx.repeat, near_misses=self.ctx.near_misses,
             candidates=tuple(cands))
 
     def _wave(self, candidates: Iterator[Candidate], first: int

@@ -64,6 +64,8 @@ class CheckContext:
     test_cpu_floor_s: float = 0.5
     repeat: int = 3
     """Runs of a surviving broken tree; golden runs: at least two, at least this many."""
+    near_misses: int = 2
+    """Near-miss variants run per accepted candidate (those it carries, at most this many)."""
     _bases: dict[tuple[str, str], Baseline | str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pending: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
@@ -280,7 +282,8 @@ def _near_miss(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Bas
     against the task's lists: FAIL_TO_PASS first, then, if all of those pass, the
     PASS_TO_PASS tests that execute the changed code (the rest keep their outcome). A
     variant that does not apply is not counted; a run that times out caught it."""
-    variants = [str(v) for v in cand.metadata.get("near_miss") or [] if str(v).strip()]
+    variants = [str(v) for v in cand.metadata.get("near_miss") or []
+                if str(v).strip()][: ctx.near_misses]
     if not variants:
         return None
     p2p = set(verdict.pass_to_pass)

@@ -44,6 +44,9 @@ class TasksConfig(BaseModel):
     the run wrote fewer than 20, else 10%, at least 2; see ``validate.audit``). A task that
     disagrees with its lists is removed and counted (``audit_rejected``); after one, every
     other task is audited too."""
+    near_misses: int = Field(default=2, ge=0)
+    """Near-miss variants (other procedural mutants of the same function) run against each
+    accepted task's lists for its ``near_miss_*`` columns; 0: none."""
     repeat: int = Field(default=3, ge=1)
     """Runs of a broken tree that passed the first gates: a FAIL_TO_PASS test fails in every
     one, and passes in each of ``max(2, repeat)`` golden runs; a test whose outcome changes

@@ -198,7 +198,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
                          timings_s={"setup": round(setup_s, 3)},
                          env_skipped=[f"{k.requirement}: {k.reason}" for k in env.skipped])
     ctx = CheckContext(baseline, src.commit, config.timeout_factor, config.timeout_margin_s,
-                       repeat=config.repeat)
+                       repeat=config.repeat, near_misses=config.near_misses)
     limits = Limits(timeout_s=suite_timeout, memory_mb=config.memory_mb)
     if executor is None:  # config.executor is local: anything else was built above
         pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
