@@ -10,6 +10,7 @@ import pytest
 
 from swemill.core.records import Baseline
 from swemill.sandbox import Limits
+from swemill.synth.patches import file_diff
 from swemill.validate.check import CheckContext
 from swemill.validate.worker import Worker, open_base
 
@@ -27,6 +28,15 @@ def test_baseline_at_an_older_commit_runs_as_often_as_the_head_one(
         try:
             measured = ctx.baseline_for(worker, older, "")
             again = ctx.baseline_for(worker, older, "")  # measured once, then shared
+            # a state whose tests cannot start, and one that does not apply: each says why
+            conftest = subprocess.run(["git", "show", f"{older}:tests/conftest.py"],
+                                      cwd=src.path, capture_output=True, text=True,
+                                      check=True).stdout
+            broken = file_diff("tests/conftest.py", conftest,
+                               conftest + "\nraise RuntimeError('this commit needs a service')\n")
+            failed = ctx.baseline_for(worker, older, broken)
+            stale_patch = file_diff("tests/conftest.py", "no such line\n", "no such line\nx = 1\n")
+            stale = ctx.baseline_for(worker, older, stale_patch)
         finally:
             worker.close()
     finally:
@@ -34,5 +44,10 @@ def test_baseline_at_an_older_commit_runs_as_often_as_the_head_one(
     assert isinstance(measured, Baseline) and again is measured
     assert measured.commit == older and measured.runs == head.runs == 3
     assert measured.flaky == [] and measured.passing()
+    assert failed == "baseline_failed"
+    why = ctx.why(older, broken)
+    assert why.startswith("pytest exit 4 (usage error"), why
+    assert why.endswith("RuntimeError: this commit needs a service"), why
+    assert stale == "base_patch_failed" and "tests/conftest.py" in ctx.why(older, stale_patch)
     # the head's own baseline is never re-measured
     assert ctx.baseline_for(worker, src.commit, "") is head

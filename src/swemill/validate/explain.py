@@ -57,13 +57,17 @@ def one_line(text: str) -> str:
 
 def first_error(text: str) -> str:
     """The line of ``text`` that best says what went wrong: the first line pytest marks with
-    ``E``, else a fatal error's first line, else the last exception line of a traceback, else
+    ``E`` (the first exception line among them, when they quote a traceback), else a fatal
+    error's first line, else the last exception line of a traceback, else
     a line pytest starts with ``ERROR:``, else the last line that is not a stack frame; ""
     for empty text."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:
-        if ln.startswith("E ") and ln[1:].strip():
-            return one_line(ln[1:])
+    marked = [ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()]
+    for ln in marked:  # an exception's own line, where the marked lines quote a traceback
+        if _EXCEPTION.match(ln):
+            return one_line(ln)
+    if marked:
+        return one_line(marked[0])
     for ln in lines:
         if ln.startswith("Fatal Python error"):  # faulthandler: the frames below say little
             return one_line(ln)
