@@ -65,6 +65,10 @@ def test_the_run_is_complete_and_described(sample_build) -> None:
     assert m["license_tiers"] and set(m["license_tiers"]) <= {"redistributable"}
     assert m["counts"]["gate"]["out"] == 1 and m["counts"]["env"]["tests"] > 60
     assert m["counts"]["tasks"]["out"] == 3
+    drops = sample_build.out["drop_summary"]  # read back from candidates/
+    assert drops["candidates"] == m["counts"]["tasks"]["in"]
+    assert drops["dropped"] == sum(v for k, v in m["counts"]["tasks"].items()
+                                   if k.startswith("dropped_"))
     assert m["counts"]["corpus.sft"]["out"] > 0 and m["counts"]["corpus.dpo"]["out"] > 0
     assert m["cost_usd"] == 0.0  # scripted policies: no calls, no key
 

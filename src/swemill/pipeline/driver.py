@@ -277,8 +277,12 @@ def _finish(store: Store, run_id: str) -> RunManifest:
 
 def describe(result: BuildResult) -> dict[str, Any]:
     """The build's outcome as JSON data (what ``swemill build --json`` prints)."""
+    from swemill.validate.drops import run_summary  # heavy, like the stage functions' own
+
     m = result.manifest
+    drops = run_summary(result.store, result.run_id)
     return {"run_id": result.run_id, "status": m.status, "resumed": result.resumed,
             "skipped_stages": result.skipped, "rows": result.rows, "locations": result.locations(),
             "counts": m.counts, "timings_s": m.timings_s, "cost_usd": m.cost_usd,
-            "parent_run_id": m.parent_run_id, "config_hash": m.config_hash}
+            "parent_run_id": m.parent_run_id, "config_hash": m.config_hash,
+            "drop_summary": drops.to_dict() if drops else None}
