@@ -137,10 +137,10 @@ def report_data(manifest: RunManifest, tables: CorpusTables | None = None, *,
     yields: dict[str, Counter[str]] = {}
     for t in tasks:
         yields.setdefault(t.strategy, Counter())["tasks"] += 1
-    for c in candidates:
-        y = yields.setdefault(c.strategy, Counter())
+    for row in candidates:
+        y = yields.setdefault(row.strategy, Counter())
         y["candidates"] += 1
-        y["valid"] += c.verdict != "dropped"
+        y["valid"] += row.verdict != "dropped"
     if candidates:
         data.candidates = summarize(candidates)
     counts = dict(manifest.counts)

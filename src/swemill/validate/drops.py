@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from swemill.core.records import CandidateRecord
 from swemill.store import Store
@@ -23,6 +24,7 @@ from swemill.validate.explain import MISSING_MODULE, one_line
 __all__ = ["CANDIDATES_STAGE", "candidate_records", "DropSummary", "summarize", "run_summary"]
 
 CANDIDATES_STAGE = "candidates"
+Verdict = Literal["written", "valid", "dropped"]
 _WARNING = re.compile(r"\b([A-Za-z_][\w.]*Warning)\b")
 
 
@@ -35,7 +37,7 @@ def candidate_records(checked: Sequence[Checked], written: Iterable[str], repo: 
     for i, c in enumerate(checked):
         cand, v = c.candidate, c.verdict
         iid = instance_id_of(cand.repo or repo, cand.candidate_id)
-        verdict = ("written" if iid in done else "valid") if v.accepted else "dropped"
+        verdict: Verdict = ("written" if iid in done else "valid") if v.accepted else "dropped"
         first = cand.changed[0] if cand.changed else None
         rows.append(CandidateRecord(
             candidate_id=cand.candidate_id, instance_id=iid, repo=cand.repo or repo,
