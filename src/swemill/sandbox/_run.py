@@ -129,8 +129,8 @@ def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
         timed_out = _pump(proc, stdin, out, err, timeout, lambda: _kill_tree(proc, cg), watch)
         wall = time.perf_counter() - start
         if watch is not None:  # the final measure, also the last sweep of what it left
-            settled = settled_usage is not None and cg is not None and cg.kill_all()
-            watch.poll(settled_usage if settled else None)
+            emptied = cg is not None and cg.kill_all()
+            watch.poll(settled_usage if emptied and settled_usage is not None else None)
         code = proc.returncode
         if not held and code == 125 and err.text().startswith(GUARD_FAIL):
             raise SandboxError(err.text().strip())

@@ -47,22 +47,23 @@ class SettledSweep:
         except OSError:
             return 0, False
         stack: list[tuple[str, os.stat_result, int]] = [("", top, 0)]
+        lstat, is_dir = os.lstat, stat.S_ISDIR  # the loop runs once per entry of the tree
         while stack:
             rel, st, depth = stack.pop()
-            names = self._names(rel, st, horizon, listings)
-            for name in names:
-                path = f"{self.layer}{rel}/{name}"
+            prefix = f"{self.layer}{rel}/"
+            for name in self._names(rel, st, horizon, listings):
                 try:
-                    entry = os.lstat(path)
+                    entry = lstat(prefix + name)
                 except OSError:  # gone, or a directory without search permission (not root)
                     continue
-                used += entry.st_blocks * 512
+                used += entry.st_blocks
                 mode = entry.st_mode
-                special = special or bool(mode & _SPECIAL)
-                if stat.S_ISDIR(mode) and depth < _MAX_DEPTH:
+                if mode & _SPECIAL:
+                    special = True
+                if is_dir(mode) and depth < _MAX_DEPTH:
                     stack.append((f"{rel}/{name}", entry, depth + 1))
         self._listings = listings
-        return used, special
+        return used * 512, special
 
     def _names(self, rel: str, st: os.stat_result, horizon: int,
                listings: dict[str, tuple[_Key, list[str]]]) -> list[str]:
