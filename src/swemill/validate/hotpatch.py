@@ -14,7 +14,11 @@ imported the broken tree -- provided that
 - no edited function ran before the fork (at import or while tests were collected: a value it
   computed then, say a ``parametrize`` list, would still be head's),
 - an edited function keeps its signature, flags (a generator stays a generator), closure
-  variables and docstring, and no generator or coroutine of it is suspended in the image.
+  variables and docstring, and no generator or coroutine of it is suspended in the image;
+- no object of the project keeps the edited function's code object itself (in a set, a
+  dict or a list): the swap would change that code's identity, which such a registry is
+  about (jinja2 hides the frames of the code in its ``internal_code`` set from template
+  tracebacks; a swapped function's frames showed up, and a test failed only in the image).
 
 :func:`plan` checks all of this by comparing the two compiled modules code object by code
 object, line numbers aside, and raises :class:`Unservable` when any of it does not hold; the
@@ -321,12 +325,19 @@ def plan_edit(old: types.CodeType, tree: ast.Module, head: str, new: str, filena
     return swaps
 
 
-def index_functions(objects: Iterable[object], files: Container[str]
-                    ) -> tuple[dict[int, list[types.FunctionType]], set[int]]:
-    """``id(code) -> functions running it`` and the ids of code that a suspended generator
-    or coroutine is in, for code from ``files``; taken once in the image, before the fork."""
+_SUSPENDED = "suspended generator or coroutine"
+_KEPT = "code object kept by the project (in a set, dict or list)"
+
+
+def index_functions(objects: Iterable[object], files: Container[str],
+                    ours: Container[int] = ()
+                    ) -> tuple[dict[int, list[types.FunctionType]], dict[int, str]]:
+    """``id(code) -> functions running it``, and ``id(code) -> why it cannot be swapped`` for
+    code that a suspended generator or coroutine is in or that a set, dict or list keeps
+    (but the containers whose ids are in ``ours``), for code from ``files``; taken once in
+    the image, before the fork."""
     functions: dict[int, list[types.FunctionType]] = {}
-    suspended: set[int] = set()
+    pinned: dict[int, str] = {}
     for obj in objects:
         if isinstance(obj, types.FunctionType):
             code = obj.__code__
@@ -336,16 +347,33 @@ def index_functions(objects: Iterable[object], files: Container[str]
             code = getattr(obj, "gi_code", None) or getattr(obj, "cr_code", None) \
                 or getattr(obj, "ag_code", None)
             if code is not None and code.co_filename in files:
-                suspended.add(id(code))
-    return functions, suspended
+                pinned[id(code)] = _SUSPENDED
+        elif isinstance(obj, _KEEPERS) and id(obj) not in ours:
+            # a dict of code objects only is not tracked by gc: look one level inside too
+            for item in _contents(obj):
+                for code in (item, *(_contents(item) if isinstance(item, _KEEPERS) else ())):
+                    if isinstance(code, types.CodeType) and code.co_filename in files:
+                        pinned.setdefault(id(code), _KEPT)
+    return functions, pinned
+
+
+_KEEPERS = (set, frozenset, list, dict)
+
+
+def _contents(obj: Any) -> list[object]:
+    try:
+        return [*obj.keys(), *obj.values()] if isinstance(obj, dict) else list(obj)
+    except (RuntimeError, TypeError):  # changed size while read, or an odd subclass
+        return []
 
 
 def apply(swaps: list[tuple[types.CodeType, types.CodeType]],
-          functions: Mapping[int, list[Any]], suspended: Container[int]) -> int:
-    """Swap the code of every live function in ``swaps``; the number swapped."""
+          functions: Mapping[int, list[Any]], pinned: Mapping[int, str]) -> int:
+    """Swap the code of every live function in ``swaps``; the number swapped. ``pinned``:
+    :func:`index_functions`' code that cannot be swapped, and why."""
     for old, _ in swaps:
-        if id(old) in suspended:
-            raise Unservable("suspended generator or coroutine", old.co_name)
+        if id(old) in pinned:
+            raise Unservable(pinned[id(old)], old.co_name)
     count = 0
     for old, new in swaps:
         for fn in functions.get(id(old), ()):

@@ -655,7 +655,8 @@ class _HeadImage:
         self.session: Any = None
         self.items: dict[str, Any] = {}
         self.functions: dict[int, list[Any]] = {}
-        self.suspended: set[int] = set()
+        self.suspended: dict[int, str] = {}
+        """Code that cannot be swapped, and why (:func:`hotpatch.index_functions`)."""
         self.known: set[str] = set()
         """Digests (as :class:`_AstCache` takes them) of the head's test and project files."""
         self.texts: dict[str, str] = {}
@@ -679,8 +680,9 @@ class _HeadImage:
             ready = {"ready": False, "error": "threads were started while collecting"}
         else:
             files = set(_COMPILED or ())
+            mine = {id(self.ran_code), id(_COMPILED), *map(id, (_COMPILED or {}).values())}
             self.functions, self.suspended = self.hotpatch.index_functions(gc.get_objects(),
-                                                                          files)
+                                                                          files, mine)
             modules = {f for f in files if _inside(f, self.workdir)}
             ours = {str(getattr(i, "path", None) or i.fspath) for i in session.items} | modules
             read = {f: _read_source(f) for f in sorted(ours)}
