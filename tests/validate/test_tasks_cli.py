@@ -33,6 +33,10 @@ def test_tasks_then_export(shared_cache: Path, tmp_path: Path) -> None:
                     "--max-tasks", "2", "--run-id", "cli1", "--resume", cache=shared_cache)
     assert table.returncode == 0, table.stderr
     assert "run cli1: 2 task(s)" in table.stdout and "procedural" in table.stdout
+    # the drop summary, read back from candidates/: the same lines after a resume
+    assert summary["drop_summary"]["candidates"] == summary["candidates"]
+    assert summary["drop_lines"] and all(line in table.stdout.splitlines()
+                                         for line in summary["drop_lines"])
 
     dest = tmp_path / "swebench.jsonl"
     exp = swemill("tasks", "export", "--out", str(out), "--run", "cli1", "--format",
