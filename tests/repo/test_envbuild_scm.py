@@ -262,3 +262,25 @@ def test_setup_py_only_scm_project_gets_its_version(tmp_path: Path) -> None:
     assert any("version 2.0 from git describe" in e for e in env.recipe.evidence)
     [meta] = env.venv.glob("lib/python*/site-packages/legacyscm-*.dist-info/METADATA")
     assert "\nVersion: 2.0\n" in meta.read_text()
+
+
+def test_generated_files_reach_the_task_snapshot_never_through_links(tmp_path: Path) -> None:
+    """A task's broken tree (what policies get) holds the build's generated files, as the
+    validation workspace did; a link in the repository's tree never leads the copy outside."""
+    from swemill.validate.emit import broken_tree
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.py").write_text("host file\n")
+    src = write(tmp_path / "src", {"pkg/__init__.py": ""})
+    (src / "escape").symlink_to(outside)
+    git(["init", "-q", "-b", "main"], src)
+    git(["add", "-A"], src)
+    git(["commit", "-q", "-m", "c"], src)
+    head = git(["rev-parse", "HEAD"], src)
+    write(src, {"pkg/_version.py": "version = '1'\n"})
+    tree = broken_tree(src, head, [], tmp_path / "tree",
+                       ["pkg/_version.py", "escape/x.py", "escape/new.py", "gone/y.py"])
+    assert (tree / "pkg" / "_version.py").read_text() == "version = '1'\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["x.py"]
+    assert not (tree / "gone").exists()

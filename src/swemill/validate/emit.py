@@ -9,10 +9,11 @@ patch does, so both live only in ``golden/``.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from swemill.core.errors import ValidationError
@@ -40,8 +41,11 @@ def instance_id_of(repo: str, candidate_id: str) -> str:
     return f"{_SLUG.sub('__', repo.strip('/'))}.{candidate_id}"
 
 
-def broken_tree(source: Path, commit: str, patches: list[str], dest: Path) -> Path:
-    """Materialise ``commit`` + ``patches`` at ``dest`` (no ``.git``), from git objects."""
+def broken_tree(source: Path, commit: str, patches: list[str], dest: Path,
+                generated: Sequence[str] = ()) -> Path:
+    """Materialise ``commit`` + ``patches`` at ``dest`` (no ``.git``), from git objects, plus
+    the files the environment's build generated (``RepoEnv.generated``, placed untracked in
+    the working copy ``source``) where the tree has none: the tests import them."""
     dest.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(source), "archive", "--format=tar", commit],
                              capture_output=True, check=False)
@@ -55,19 +59,31 @@ def broken_tree(source: Path, commit: str, patches: list[str], dest: Path) -> Pa
             if proc.returncode != 0:
                 raise ValidationError(f"a validated patch no longer applies to {commit[:12]}: "
                                       f"{proc.stderr.strip()[:200]}")
+    for rel in generated:
+        made, target = source / rel, dest / rel
+        if _inside(made, source) and _inside(target.parent, dest) and made.is_file() \
+                and target.parent.is_dir() and not os.path.lexists(target):
+            shutil.copyfile(made, target)
     return dest
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """``path`` (links resolved) is in ``root``: a link in a repository's tree never leads a
+    copy to or from elsewhere on the host."""
+    return path.resolve().is_relative_to(root.resolve()) and not path.is_symlink()
 
 
 def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec: str,
               repo: str, env_repo: str, env_commit: str, test_cmd: str,
-              license_tier: LicenseTier, writer: Writer) -> tuple[Task, Golden]:
+              license_tier: LicenseTier, writer: Writer,
+              generated: Sequence[str] = ()) -> tuple[Task, Golden]:
     """Snapshot the scrubbed broken tree and build the two rows of one accepted candidate."""
     cand, verdict = checked.candidate, checked.verdict
     iid = instance_id_of(cand.repo or repo, cand.candidate_id)
     tmp = scratch_dir("snap")
     try:
         tree = broken_tree(source, checked.base_commit, [checked.base_patch, cand.bug_patch],
-                           tmp / "tree")
+                           tmp / "tree", generated)
         scrub_tree(tree)
         data = pack_tree(tree)
     finally:

@@ -84,7 +84,8 @@ class _Run:
         return [emit_task(self.store, c, run_id=self.run_id, source=self.src.path,
                           spec=self.spec, repo=self.src.repo, env_repo=self.env.repo,
                           env_commit=self.env.commit, test_cmd=self.test_cmd,
-                          license_tier=self.tier, writer=self.writer)  # type: ignore[arg-type]
+                          license_tier=self.tier, writer=self.writer,  # type: ignore[arg-type]
+                          generated=self.env.generated)
                 for c in checked]
 
 
