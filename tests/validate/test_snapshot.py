@@ -41,3 +41,36 @@ def test_refuses_escaping_members(tmp_path: Path) -> None:
     with pytest.raises(ValidationError):
         unpack_tree(raw.getvalue(), tmp_path / "out")
     assert not (tmp_path / "evil.txt").exists()
+
+
+def test_an_unpacked_snapshot_gets_the_builds_products_but_keeps_its_own_files(
+        tmp_path: Path) -> None:
+    """A task's snapshot holds the repository's files; what the install wrote into its tree
+    (a compiled extension, a ``_version.py``) is laid over it wherever it is unpacked (the
+    audit, a rollout's workspace and its pristine copy), never over a tracked file."""
+    import sys
+
+    from swemill.repo.envbuild import RepoEnv
+    from swemill.repo.recipe import Recipe
+    from swemill.repo.sources import git
+    from swemill.validate.snapshot import pack_tree, unpack_tree
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "core.py").write_text("x = 1\n")
+    git(["init", "-q"], repo)
+    git(["add", "-A"], repo)
+    git(["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "c"], repo)
+    env_dir = tmp_path / "env"
+    for rel, data in (("pkg/_speedups.so", b"\x7fELF"), ("pkg/_version.py", b"v = '1'\n"),
+                      ("pkg/core.py", b"x = 'stale'\n")):
+        (env_dir / "generated" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (env_dir / "generated" / rel).write_bytes(data)
+    env = RepoEnv(key="k", path=env_dir, repo="repo", commit="c", source_path=repo,
+                  recipe=Recipe(), python_version="3.11", base_prefix=Path(sys.base_prefix),
+                  generated=["pkg/_speedups.so", "pkg/_version.py", "pkg/core.py"])
+    tree = unpack_tree(pack_tree(repo), tmp_path / "ws")
+    env.lay_generated(tree)
+    assert (tree / "pkg" / "_speedups.so").read_bytes() == b"\x7fELF"
+    assert (tree / "pkg" / "_version.py").read_text() == "v = '1'\n"
+    assert (tree / "pkg" / "core.py").read_text() == "x = 1\n"  # tracked: the task's own

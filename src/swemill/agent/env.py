@@ -124,8 +124,8 @@ class TaskEnv:
         repo_env = self.resolver(task)
         tmp = scratch_dir("task")
         try:
-            unpack_tree(snapshot, tmp / "pristine")
-            unpack_tree(snapshot, tmp / "ws")
+            for name in ("pristine", "ws"):
+                repo_env.lay_generated(unpack_tree(snapshot, tmp / name))
             self._sb = open_sandbox(tmp / "ws", backend=self.config.backend,
                                     binds=repo_env.binds())
         except SwemillError as exc:

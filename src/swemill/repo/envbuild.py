@@ -76,6 +76,11 @@ class RepoEnv:
     def baseline_path(self) -> Path:
         return self.path / "baseline.json"
 
+    def lay_generated(self, tree: Path) -> None:
+        """Lay what the install wrote into its tree (compiled extensions, ``_version.py``) over
+        ``tree``, an unpacked task snapshot, which holds the repository's own files only."""
+        place_generated(self.path / "generated", tree, self.generated)
+
     def binds(self) -> list[Bind]:
         """Read-only binds a sandbox needs: the venv and its base interpreter, at host paths."""
         out = [Bind(host=self.venv, inside=str(self.venv))]

@@ -78,6 +78,7 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
     timeout = 2 * adaptive_timeout(baseline, None)
     try:
         ws = unpack_tree(store.get_bytes(task.snapshot), tmp / "ws")
+        env.lay_generated(ws)
         with open_sandbox(ws, backend=backend, binds=env.binds()) as sb:
             broken = run_tests(sb, env, None, timeout=timeout)
             proc = git_in(ws, "apply", "--whitespace=nowarn", "-", stdin=golden.golden_patch)
