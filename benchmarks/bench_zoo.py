@@ -8,9 +8,10 @@ backend, C extensions, test style, pytest config). Per project, with a bounded b
 2. ``swemill tasks SPEC --max-tasks N`` (no other flag), its CPU counted in a cpuacct cgroup
    of its own, so every sandboxed child is in the count;
 3. every task it wrote re-validated with plain pytest and no swemill code: the task's snapshot
-   (the broken tree a policy sees) unpacked, its FAIL_TO_PASS run ``--repeat`` times (each run
-   must fail every one of them), its PASS_TO_PASS once (all must pass), then the golden patch
-   applied with ``git apply`` and both lists run once more (all must pass).
+   (the broken tree a policy sees) unpacked with the build's products laid over it, the whole
+   suite run with the task's ``test_cmd`` ``--repeat`` times (each run must fail every
+   FAIL_TO_PASS test; the first must pass every PASS_TO_PASS test), then the golden patch
+   applied with ``git apply`` and the suite run once more (both lists must pass).
 
 It prints a table (environment, baseline, candidates, valid tasks, yield, top drop reasons,
 re-validation, valid tasks per CPU-minute) and a summary against the goals: at least 90% of
@@ -32,6 +33,7 @@ import contextlib
 import io
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -180,13 +182,17 @@ def read_table(root: Path, name: str, run_id: str) -> list[dict[str, object]]:
 
 
 def pytest_by_hand(python: Path, work: Path, roots: list[str], ids: list[str],
-                   timeout: float) -> dict[str, str]:
-    """Plain pytest on ``ids`` in ``work``: each id's outcome, read from ``-rA``'s summary
-    (``error`` for a test whose module failed to collect, ``missing`` if it never ran)."""
+                   timeout: float, test_cmd: str = "") -> dict[str, str]:
+    """Plain pytest in ``work``, the whole suite as the task's ``test_cmd`` runs it (some
+    suites hold only in their own order: semver's doctests need a namespace an earlier test
+    fills); each of ``ids``' outcomes read from ``-rA``'s summary (``error`` for a test whose
+    module failed to collect, ``missing`` if it never ran)."""
     if not ids:
         return {}
-    args = [str(python), "-m", "pytest", "-q", "-rA", "--tb=no", "--color=no",
-            "-p", "no:cacheprovider", "-p", "no:randomly", *ids]
+    words = shlex.split(test_cmd) if test_cmd else ["python", "-m", "pytest", "-q"]
+    if words[0] == "python":
+        words[0] = str(python)
+    args = [*words, "-rA", "--tb=no", "--color=no", "-p", "no:cacheprovider"]
     env = {**os.environ, "PYTHONPATH": ":".join(str(work / r) for r in roots),
            "PYTHONDONTWRITEBYTECODE": "1"}
     try:
@@ -234,6 +240,7 @@ def revalidate(task: dict[str, object], golden: dict[str, object], root: Path, p
     environment's build produced inside the tree (compiled extensions, ``_version.py``); it is
     laid over the snapshot, as a SWE-bench image carries its build."""
     f2p, p2p = list(task["FAIL_TO_PASS"]), list(task["PASS_TO_PASS"])  # type: ignore[call-overload]
+    cmd = str(task.get("test_cmd") or "")
     with tempfile.TemporaryDirectory(prefix="zoo-reval-") as tmp:
         work = Path(tmp) / "w"
         data = (root / str(task["snapshot"])).read_bytes()
@@ -242,7 +249,7 @@ def revalidate(task: dict[str, object], golden: dict[str, object], root: Path, p
         if generated is not None and generated.is_dir():
             shutil.copytree(generated, work, dirs_exist_ok=True)
         for run in range(repeat):
-            out = pytest_by_hand(python, work, roots, f2p if run else f2p + p2p, 900)
+            out = pytest_by_hand(python, work, roots, f2p if run else f2p + p2p, 900, cmd)
             bad = [i for i in f2p if out.get(i) not in ("failed", "error")]
             if bad:
                 return f"broken run {run + 1}: F2P {bad[0]} {out.get(bad[0])}"
@@ -256,7 +263,7 @@ def revalidate(task: dict[str, object], golden: dict[str, object], root: Path, p
                                  text=True)
         if applied.returncode != 0:
             return f"golden patch does not apply: {last_line(applied.stderr)}"
-        out = pytest_by_hand(python, work, roots, f2p + p2p, 900)
+        out = pytest_by_hand(python, work, roots, f2p + p2p, 900, cmd)
         bad = [i for i in f2p + p2p if out.get(i) != "passed"]
         return f"fixed: {bad[0]} {out.get(bad[0])}" if bad else ""
 
