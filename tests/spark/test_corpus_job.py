@@ -179,3 +179,28 @@ def test_all_duplicates_is_one_clear_error(spark: Any, tmp_path: Path) -> None:
 def test_no_inputs(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(CorpusError, match="has no trajectories, traces or pairs"):
         corpus_spark(spark, Store(str(tmp_path)), "nothing", CONFIG)
+
+
+def test_an_ingested_run_with_segment_rows(spark: Any, tmp_path: Path) -> None:
+    """Ingested sessions, one long enough to be stored as segment rows: the Spark job joins
+    them per part and reads only ``trajectories/`` (``traces/`` holds states), as the local
+    path does."""
+    import dataclasses
+
+    from swemill.traces import IngestOptions, ingest
+    from swemill.traces.fake_sessions import generate_session_file
+
+    sessions = tmp_path / "sessions"
+    generate_session_file(sessions / "long.jsonl", 60_000, compact_every=10)
+    opts = dataclasses.replace(IngestOptions(), segment_bytes=4000)
+    local, remote = Store(str(tmp_path / "local")), Store(str(tmp_path / "spark"))
+    for store in (local, remote):
+        ingest([sessions], store, run_id="r1", opts=opts, max_rows=4)
+        assert len(store.read_records("trajectories", "r1", Trajectory)) > 5
+        assert store.complete_shards("traces", "r1")
+    run_corpus(local, "r1", CONFIG, allow_empty=True)
+    corpus_spark(spark, remote, "r1", CONFIG, allow_empty=True)
+    assert remote.read_manifest("r1").counts == local.read_manifest("r1").counts
+    assert len(rows_of(local, "corpus/sft", "r1")) == 1  # the long session, joined
+    for stage in ("corpus/sft", "corpus/dpo", "corpus/holdout", "corpus/wm"):
+        assert rows_of(remote, stage, "r1") == rows_of(local, stage, "r1"), stage

@@ -119,6 +119,9 @@ def test_the_corpus_is_the_same(stores: tuple[Store, Store]) -> None:
         [_same(t) for t in read_inputs(stores[0], "r1")["trajectories"]]
     summaries = [run_corpus(s, "r1", allow_empty=True) for s in stores]
     assert summaries[0].rows == summaries[1].rows and summaries[0].counts == summaries[1].counts
+    assert summaries[0].rows["sft"] + summaries[0].rows["sft_holdout"] == 3  # main, branch, side
+    rows = [sorted((r for r in s.read_records("corpus/sft", "r1")), key=str) for s in stores]
+    assert rows[0] == rows[1]
 
 
 def test_damaged_segments_are_one_clear_error() -> None:

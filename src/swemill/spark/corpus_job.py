@@ -2,8 +2,10 @@
 
 Same code, other placement:
 
-1. *normalise* — one Spark task per Parquet part of ``trajectories/``, ``traces/`` and
-   ``pairs/``: :func:`swemill.corpus.assemble.assemble` with dedup and the held-out split
+1. *normalise* — one Spark task per Parquet part of ``trajectories/`` (a long session's
+   segment rows, all in one part, joined there) and ``pairs/`` (``traces/`` holds per-turn
+   states, which the local path does not read either):
+   :func:`swemill.corpus.assemble.assemble` with dedup and the held-out split
    switched off does admission, scrubbing, rows, the golden guard and the filters; each kept
    row gets its global position (the order the local path reads), its dedup text, digest and
    MinHash signature, and is checked against earlier runs' saved index;
@@ -64,7 +66,7 @@ from swemill.store.parquet import bytes_to_table, table_to_rows
 __all__ = ["corpus_spark", "SparkCorpusSummary", "main"]
 
 # The stages the corpus reads, in the order the local path reads them (corpus.stage).
-_INPUTS = (("trajectories", "sft"), ("traces", "sft"), (PAIRS_STAGE, "dpo"))
+_INPUTS = (("trajectories", "sft"), (PAIRS_STAGE, "dpo"))
 _EMPTY = np.iinfo(np.uint32).max
 
 
