@@ -103,6 +103,10 @@ def tasks(ctx: StageContext) -> dict[str, int]:
                      repeat=c.repeat, audit=c.audit)
     result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, resume=ctx.resume,
                        progress=_progress(ctx))
+    if result.audit_rejected:
+        first, why = next(iter(result.audit_rejected.items()))
+        ctx.say(f"the audit removed {len(result.audit_rejected)} of {result.audited} audited "
+                f"task(s) (lists a cold full-suite run contradicts), e.g. {first}: {why}")
     if not result.tasks:  # the rollouts would only say "no tasks": say why there are none
         summary = result.drop_summary
         why = (summary.advice or summary.lines()[0]) if summary else "nothing was validated"
