@@ -40,6 +40,9 @@ def register(app: typer.Typer) -> None:
         repeat: Annotated[int, typer.Option(
             "--repeat", min=1, help="Runs of each broken tree: FAIL_TO_PASS tests must fail in "
             "every one (and pass in as many golden runs, at least 2).")] = 3,
+        near_misses: Annotated[int, typer.Option(
+            "--near-misses", min=0, help="Near-miss variants run against each task's lists "
+            "for its near_miss columns (0: none).")] = 2,
         run_id: Annotated[str | None, typer.Option(
             "--run-id", help="Run id (default: a new time-sorted id).")] = None,
         resume: Annotated[bool, typer.Option(
@@ -84,7 +87,7 @@ def register(app: typer.Typer) -> None:
             return
         summary = _run(source, Store.open(out), _config(
             strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
-            executor, suite_timeout, recipe, repeat),
+            executor, suite_timeout, recipe, repeat, near_misses),
             run_id, resume, quiet=json_out)
         if json_out:
             emit_json(summary)
@@ -97,7 +100,7 @@ def register(app: typer.Typer) -> None:
 def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
             audit: int | None, allow_contaminated: bool, backend: str, executor: str = "local",
             suite_timeout: float | None = None, recipe: Path | None = None,
-            repeat: int = 3) -> Any:
+            repeat: int = 3, near_misses: int = 2) -> Any:
     from pydantic import ValidationError as PydanticError
 
     from swemill.validate.config import TasksConfig
@@ -107,6 +110,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
         "max_tasks": max_tasks, "seed": seed, "audit": audit,
         "allow_contaminated": allow_contaminated, "backend": backend, "executor": executor,
         "suite_timeout_s": suite_timeout, "recipe": recipe, "repeat": repeat,
+        "near_misses": near_misses,
     }
     if workers is not None:
         opts["workers"] = workers
