@@ -112,6 +112,8 @@ def sdist_bytes(name: str, version: str) -> bytes:
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:
         for rel, text in {"pyproject.toml": f"[project]\nname = '{name}'\nversion = '{version}'\n",
                           f"{name}/__init__.py": "VALUE = 1\n",
+                          ".gitignore": "_version.py\n",
+                          f"{name}/_version.py": f"version = '{version}'\n",
                           "tests/test_it.py": "def test_it():\n    assert True\n"}.items():
             data = text.encode()
             info = tarfile.TarInfo(f"{name}-{version}/{rel}")
@@ -164,6 +166,11 @@ def test_pypi_sdist_is_unpacked_committed_and_reused_offline(
     assert first.kind == "pypi" and first.repo == "demo-pkg" and not first.from_cache
     assert (first.path / "demo_pkg" / "__init__.py").read_text() == "VALUE = 1\n"
     assert (first.path / "tests" / "test_it.py").exists()
+    # what the sdist ships is committed, also what its .gitignore names (a generated
+    # _version.py): snapshots of tasks are made from the commit
+    tracked = subprocess.run(["git", "ls-files"], cwd=first.path, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert "demo_pkg/_version.py" in tracked and ".gitignore" in tracked
     hits = index["hits"]
     again = resolve_source("pypi:demo-pkg==1.0", cache=tmp_path / "c")
     assert again.from_cache and again.commit == first.commit and index["hits"] == hits

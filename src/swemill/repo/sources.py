@@ -105,11 +105,12 @@ def git(args: list[str], cwd: Path, *, timeout: float = 600) -> str:
     return proc.stdout.strip()
 
 
-def git_commit_all(path: Path, message: str) -> str:
-    """Make ``path`` a git repository if needed, commit everything, return HEAD."""
+def git_commit_all(path: Path, message: str, *, ignored: bool = False) -> str:
+    """Make ``path`` a git repository if needed, commit everything, return HEAD.
+    ``ignored``: files the tree's own ``.gitignore`` names are committed too."""
     if not (path / ".git").exists():
         git(["init", "-q", "-b", "main"], path)
-    git(["add", "-A"], path)
+    git(["add", "-A", *(["-f"] if ignored else [])], path)
     if git(["status", "--porcelain"], path) or not _has_head(path):
         git(["commit", "-q", "--allow-empty", "-m", message], path)
     return git(["rev-parse", "HEAD"], path)
@@ -139,7 +140,10 @@ def _resolve_pypi(spec: str, root: Path) -> ResolvedSource:
             return _cached(spec, final, name, "pypi")
         with atomic_dir(final) as tmp:
             fetch_sdist(name, version, tmp)
-            commit = git_commit_all(tmp, f"{name} {version} (sdist from PyPI)")
+            # everything the sdist ships is the project, also what its .gitignore names (built
+            # locale catalogues, a generated _version.py): left out of the commit, it was
+            # missing from every task's snapshot while the baseline's tests had it
+            commit = git_commit_all(tmp, f"{name} {version} (sdist from PyPI)", ignored=True)
     return ResolvedSource(spec, final, name, commit, "pypi")
 
 
