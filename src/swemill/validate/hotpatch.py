@@ -344,10 +344,10 @@ def index_functions(objects: Iterable[object], files: Container[str],
             if code.co_filename in files:
                 functions.setdefault(id(code), []).append(obj)
         elif isinstance(obj, _SUSPENDABLE):
-            code = getattr(obj, "gi_code", None) or getattr(obj, "cr_code", None) \
+            held = getattr(obj, "gi_code", None) or getattr(obj, "cr_code", None) \
                 or getattr(obj, "ag_code", None)
-            if code is not None and code.co_filename in files:
-                pinned[id(code)] = _SUSPENDED
+            if held is not None and held.co_filename in files:
+                pinned[id(held)] = _SUSPENDED
         elif isinstance(obj, _KEEPERS) and id(obj) not in ours:
             # a dict of code objects only is not tracked by gc: look one level inside too
             for item in _contents(obj):

@@ -287,10 +287,10 @@ def _serve_one(request: dict, workdir: str, child: Callable[[str, str, int], Non
         adopt = hot if isinstance(hot, list) else []
         adopt += [d for d in (noted if isinstance(noted, list) else []) if d in known]
         _ASTS.adopt(list(dict.fromkeys(adopt)))
-        with open(log_path, "rb") if os.path.exists(log_path) else open(os.devnull, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - LOG_TAIL))
-            tail = fh.read().decode("utf-8", "replace")
+        with open(log_path, "rb") if os.path.exists(log_path) else open(os.devnull, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - LOG_TAIL))
+            tail = log.read().decode("utf-8", "replace")
     return {"id": request.get("id"), "timed_out": timed_out, "log_tail": tail,
             "wall_s": time.monotonic() - start, "cached_asts": len(_ASTS.trees), **result}
 
