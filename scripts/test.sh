@@ -8,4 +8,9 @@ rc=$?
 if [ "$rc" = "5" ]; then
   echo "test: pytest collected no tests" >&2
 fi
+# The whole suite (no arguments, as CI runs it) also checks what `make lint` checks.
+if [ "$#" = "0" ]; then
+  .venv/bin/ruff check src tests benchmarks || rc=1
+  .venv/bin/mypy src || rc=1
+fi
 exit "$rc"

@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Iterator
 from functools import partial
 from itertools import combinations
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -96,7 +96,9 @@ def _read_part(store: Store, run_id: str, stage: str, shard: str, model: Any) ->
         raise StoreError(f"corrupt Parquet part {where}: it does not match its marker")
     rows = table_to_rows(bytes_to_table(data, where), model, where)
     # a long session's segment rows are all in one part (the ingest writer keeps them so)
-    return join_segments(rows) if model is Trajectory else rows
+    if model is Trajectory:
+        return join_segments(cast("list[Trajectory]", rows))
+    return rows
 
 
 def _row_id(row: dict[str, Any], kind: str) -> str:
