@@ -284,3 +284,13 @@ def test_generated_files_reach_the_task_snapshot_never_through_links(tmp_path: P
     assert (tree / "pkg" / "_version.py").read_text() == "version = '1'\n"
     assert sorted(p.name for p in outside.iterdir()) == ["x.py"]
     assert not (tree / "gone").exists()
+
+
+def test_a_test_group_naming_the_project_keeps_its_extras_never_a_version() -> None:
+    from swemill.repo.testdeps import unpin_self
+
+    assert unpin_self(["execnet[testing]", "ExecNet>=9", "hypothesis>=6", "pytest"],
+                      "execnet") == ["execnet[testing]", "hypothesis>=6", "pytest"]
+    assert unpin_self(["attrs[tests-mypy,tests] ; python_version > '3'"], "attrs") == [
+        "attrs[tests,tests-mypy]"]
+    assert unpin_self(["x"], None) == ["x"]

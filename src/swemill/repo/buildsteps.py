@@ -28,7 +28,7 @@ from swemill.repo.install import (
 from swemill.repo.recipe import ALWAYS, Recipe
 from swemill.repo.scm import derive_version, scm_versioned, version_env
 from swemill.repo.sources import ResolvedSource
-from swemill.repo.testdeps import Skipped, install_test_deps, requirement_units
+from swemill.repo.testdeps import Skipped, install_test_deps, requirement_units, unpin_self
 
 __all__ = ["ProjectBuild", "dist_name", "install_deps", "noted", "wheels_cmd"]
 
@@ -103,7 +103,7 @@ def install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: 
     files = wheel_only_requirements(src.path, recipe.requirement_files, tmp)
     options = tmp / "requirements-options.txt"
     optional = [f"{project}[{e}]" for e in recipe.extras] if project else []
-    optional += requirement_units(files, options) + recipe.packages + older
+    optional += unpin_self(requirement_units(files, options) + recipe.packages + older, project)
     required = ([project] if project else []) + list(ALWAYS)
 
     codes: list[int] = []

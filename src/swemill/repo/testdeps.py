@@ -9,12 +9,15 @@ with the project) are skipped and recorded with the cause line of their failure,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["Skipped", "install_test_deps", "requirement_units"]
+from packaging.requirements import InvalidRequirement, Requirement
+
+__all__ = ["Skipped", "install_test_deps", "requirement_units", "unpin_self"]
 
 Runner = Callable[[list[str]], tuple[int, str]]
 """Runs ``uv pip install`` with these arguments; returns (exit code, cause line if failed)."""
@@ -41,6 +44,31 @@ def requirement_units(files: list[Path], options_file: Path) -> list[str]:
             (options if line.startswith("-") else units).append(line)
     options_file.write_text("".join(f"{ln}\n" for ln in options))
     return units
+
+
+def unpin_self(units: list[str], project: str | None) -> list[str]:
+    """A test group that names the project itself (``attrs[tests]``, ``pkg>=2[x]``) asks for
+    its extras: keep them, never a version, which could swap the development install for a
+    release from the index."""
+    if not project:
+        return units
+    own = _norm(project)
+    out = []
+    for unit in units:
+        try:
+            req = Requirement(unit)
+        except InvalidRequirement:
+            out.append(unit)
+            continue
+        if _norm(req.name) != own:
+            out.append(unit)
+        elif req.extras:
+            out.append(f"{project}[{','.join(sorted(req.extras))}]")
+    return out
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def install_test_deps(run: Runner, required: list[str], optional: list[str],
