@@ -132,7 +132,13 @@ class WorkerPool:
 
     def close(self) -> None:
         if self._exec is not None:
-            self._exec.shutdown(wait=True, cancel_futures=True)
+            self._exec.shutdown(wait=False, cancel_futures=True)
+            if self._free.qsize() < len(self._workers):
+                # a stop mid-stream (an error, SIGTERM): killing the busy workers' servers
+                # ends their checks now, not after their suites have run to the end
+                for w in self._workers:
+                    w.abort()
+            self._exec.shutdown(wait=True)
             self._exec = None
         for w in self._workers:
             w.close()

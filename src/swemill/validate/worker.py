@@ -133,10 +133,13 @@ class Worker:
         self._preloaded: dict[str, bytes | None] = {}
         """Workspace files the server imported itself, as they were when it started."""
         self.cold_runs = 0
+        self._closed = False
 
     # -- the warm server ----------------------------------------------------------------
 
     def _start(self) -> WarmWorker:
+        if self._closed:  # a check still running when the pool stopped ends here
+            raise SandboxError("the validation worker was closed")
         run_env = {**self.env.run_env(self.sb.workdir), "HOME": "/tmp", "LANG": "C.UTF-8",
                    "PYTHONDONTWRITEBYTECODE": "1", "SWEMILL_WARM_PREIMPORT": self._preimport}
         spawn = getattr(self.sb, "spawn", None)
@@ -339,7 +342,17 @@ class Worker:
                 and self._warm.alive:
             self._start_image()  # the first one died, or the server was restarted
 
+    def abort(self) -> None:
+        """A stop in the middle of a run (an error, SIGTERM): kill the server's whole tree,
+        so a thread waiting on its reply reads the end of its output at once, and start no
+        other server. The streams stay open for that thread; :meth:`close` follows."""
+        self._closed = True
+        if self._spawned is not None:
+            with contextlib.suppress(Exception):
+                self._spawned.kill()
+
     def close(self) -> None:
+        self._closed = True
         with contextlib.suppress(Exception):
             self._stop()
         with contextlib.suppress(Exception):
