@@ -183,16 +183,20 @@ def read_table(root: Path, name: str, run_id: str) -> list[dict[str, object]]:
 
 def pytest_by_hand(python: Path, work: Path, roots: list[str], ids: list[str],
                    timeout: float, test_cmd: str = "") -> dict[str, str]:
-    """Plain pytest in ``work``, the whole suite as the task's ``test_cmd`` runs it (some
-    suites hold only in their own order: semver's doctests need a namespace an earlier test
-    fills); each of ``ids``' outcomes read from ``-rA``'s summary (``error`` for a test whose
-    module failed to collect, ``missing`` if it never ran)."""
+    """Plain pytest in ``work``, with no root privilege, the whole suite as the task's
+    ``test_cmd`` runs it (some suites hold only in their own order: semver's doctests need a
+    namespace an earlier test fills); each of ``ids``' outcomes read from ``-rA``'s summary
+    (``error`` for a test whose module failed to collect, ``missing`` if it never ran)."""
     if not ids:
         return {}
     words = shlex.split(test_cmd) if test_cmd else ["python", "-m", "pytest", "-q"]
     if words[0] == "python":
         words[0] = str(python)
     args = [*words, "-rA", "--tb=no", "--color=no", "-p", "no:cacheprovider"]
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        # as no root: swemill's sandbox runs tests unprivileged, and root passes permission
+        # checks some tests expect to fail (python-dotenv's unreadable-file test)
+        args = ["unshare", "--user", "--map-user=65534", "--map-group=65534", *args]
     env = {**os.environ, "PYTHONPATH": ":".join(str(work / r) for r in roots),
            "PYTHONDONTWRITEBYTECODE": "1"}
     try:
