@@ -21,8 +21,8 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
-# ray and spark (~80 MB wheel, ~456 MB sdist) are needed by the scale-out tests; probe
+# serve (starlette + uvicorn) is the environment server; ray and spark (~80 MB wheel, ~456 MB sdist) are needed by the scale-out tests; probe
 # (torch) gets its own .venv-probe below, because the lock's torch is the multi-GB CUDA build.
-EXTRAS=(--extra s3 --extra aws --extra openai --extra anthropic --extra ray --extra spark)
+EXTRAS=(--extra s3 --extra aws --extra openai --extra anthropic --extra ray --extra spark --extra serve)
 uv sync --frozen "${EXTRAS[@]}" --group dev --quiet
 bash scripts/setup_probe.sh

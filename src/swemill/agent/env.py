@@ -145,13 +145,16 @@ class TaskEnv:
     def workdir(self) -> str:
         return self.sandbox.workdir
 
-    def fork(self) -> TaskEnv:
-        """A copy-on-write copy of this environment in its current state (for sampling)."""
+    def fork(self, *, track: bool = True) -> TaskEnv:
+        """A copy-on-write copy of this environment in its current state (for sampling).
+        ``track``: closed with this environment; an owner that closes each fork itself (the
+        environment server's sessions) passes False, so closed forks are not kept here."""
         child = TaskEnv(self.config, resolver=self.resolver)
         child.task, child.repo_env, child._pristine = self.task, self.repo_env, self._pristine
         child._sb = self.sandbox.fork()
         child.done = self.done
-        self._forks.append(child)
+        if track:
+            self._forks.append(child)
         return child
 
     def close(self) -> None:

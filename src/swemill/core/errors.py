@@ -26,6 +26,7 @@ __all__ = [
     "IngestError",
     "CorpusError",
     "MissingDependency",
+    "SessionError",
 ]
 
 
@@ -101,3 +102,8 @@ class CorpusError(SwemillError):
 
 class MissingDependency(SwemillError):
     """An optional dependency is needed; the message names the extra to install."""
+
+
+class SessionError(SwemillError):
+    """An environment session cannot take the request (unknown task or session, episode over,
+    too many sessions)."""

@@ -1,0 +1,96 @@
+"""swemill.envs: sessions are forks of a task's prepared workspace; the reward is the grader's,
+given once, on submit or at the step limit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from swemill import envs
+from swemill.core.errors import SessionError
+from swemill.policies.base import policy_from_spec
+
+from .conftest import SampleTasks, play
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def pool(sample_tasks: SampleTasks) -> Iterator[envs.EnvPool]:
+    p = envs.EnvPool.of_run(sample_tasks.store, sample_tasks.run_id,
+                            sample_tasks.env_config(lint=False, test_timeout_s=120.0))
+    yield p
+    p.close()
+
+
+def test_oracle_episode_is_rewarded_and_a_give_up_is_not(sample_tasks: SampleTasks,
+                                                         pool: envs.EnvPool) -> None:
+    task = sample_tasks.tasks[0]
+    oracle = policy_from_spec("oracle", golden=sample_tasks.goldens[task.instance_id])
+    with envs.open(task.instance_id, sample_tasks.store, pool=pool) as sess:
+        opening = sess.reset().model_dump()
+        assert opening["messages"][0]["role"] == "system"
+        assert task.problem_statement.strip() in opening["content"]
+        assert [t["function"]["name"] for t in opening["tools"]][-1] == "submit"
+        last, results = play(oracle, opening, lambda c: sess.step(c).model_dump())
+        assert last["reward"] == 1.0 and last["info"]["resolved"] is True
+        assert last["info"]["f2p_fraction"] == 1.0 and last["info"]["stop"] == "submitted"
+        assert all(r["reward"] == 0.0 and not r["done"] for r in results[:-1])
+        with pytest.raises(SessionError, match="episode is over"):
+            sess.step({"name": "bash", "arguments": {"command": "true"}})
+        # reset: a fresh fork of the prepared workspace, the oracle's edits gone
+        sess.reset()
+        res = sess.step({"name": "submit", "arguments": {}})
+        assert (res.reward, res.done, res.info.resolved, res.info.f2p_fraction) == \
+            (0.0, True, False, 0.0)
+
+
+def test_sessions_of_one_task_share_its_base_but_never_their_writes(
+        sample_tasks: SampleTasks, pool: envs.EnvPool) -> None:
+    task_id = sample_tasks.tasks[1].instance_id
+    a = envs.open(task_id, sample_tasks.store, pool=pool)
+    b = envs.open(task_id, sample_tasks.store, pool=pool)
+    try:
+        a.reset()
+        b.reset()
+        assert pool.base(task_id) is pool.base(task_id)
+        a.step({"name": "write", "arguments": {"path": "only_in_a.txt", "content": "a"}})
+        seen = b.step({"name": "bash", "arguments": {"command": "ls only_in_a.txt"}})
+        assert seen.observation.is_error and "No such file" in seen.observation.content
+        bad = a.step({"name": "read", "arguments": {"path": "/etc/passwd"}})
+        assert bad.observation.is_error and not bad.done
+        unknown = a.step({"name": "rm_rf", "arguments": {}})
+        assert unknown.observation.is_error and "unknown tool" in unknown.observation.content
+    finally:
+        a.close()
+        b.close()
+
+
+def test_the_step_limit_ends_and_grades_the_episode(sample_tasks: SampleTasks,
+                                                    pool: envs.EnvPool) -> None:
+    task_id = sample_tasks.tasks[0].instance_id
+    with envs.open(task_id, sample_tasks.store, pool=pool, max_steps=2) as sess:
+        sess.reset()
+        first = sess.step({"name": "bash", "arguments": {"command": "true"}})
+        assert (first.done, first.info.graded) == (False, False)
+        second = sess.step({"name": "bash", "arguments": {"command": "true"}})
+        assert second.done and second.info.graded and second.info.stop == "step_limit"
+        assert second.reward == 0.0 and second.info.resolved is False
+        assert sess.state().reward == 0.0
+
+
+def test_open_by_task_record_and_unknown_task(sample_tasks: SampleTasks) -> None:
+    task = sample_tasks.tasks[0]
+    with envs.open(task, sample_tasks.store) as sess:
+        assert sess.state().task_id == task.instance_id
+    with pytest.raises(SessionError, match="unknown task"):
+        envs.open("nope", sample_tasks.store, run_id=sample_tasks.run_id)
+    with pytest.raises(SessionError, match="give run_id"):
+        envs.open(task.instance_id, sample_tasks.store)
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(envs.__all__) == sorted([
+        "open", "open_session", "Session", "EnvPool", "Observation", "StepResult", "StepInfo",
+        "SessionState", "TaskCard", "ToolCallIn", "as_call"])
