@@ -7,7 +7,7 @@ and goes on a shared machine falls on both alike. Every timed operation reports 
 and its CPU time: the worker's own plus that of every process the operation started. bwrap's
 monitor exits without waiting for the sandbox's pid 1 (it reads the exit status from an event
 fd), so the worker is a child subreaper and reaps those orphans itself after each operation;
-otherwise what runs inside the sandbox (setpriv, the command) would count for nobody.
+otherwise what runs inside the sandbox (the dropper, the command) would count for nobody.
 
 Overhead per exec = median(backend exec of ``true``) - median(bare subprocess ``true``), both
 from the same worker and the same rounds.

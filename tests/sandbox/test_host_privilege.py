@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -185,3 +186,58 @@ def test_unreadable_directories_do_not_break_the_sweep(tmp_path: Path) -> None:
         assert sb.exec("chmod 755 a c").ok
     if os.geteuid() == 0:  # root sees through the modes: the bit was cleared
         assert _set_id_files(tmp_path) == []
+
+
+_STATUS = ("grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' "
+           "/proc/self/status")
+
+
+def _status(text: str) -> dict[str, str]:
+    return {k: v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
+
+
+@pytest.mark.parametrize("dropper", ["compiled", "setpriv"])
+def test_the_dropped_command_holds_no_privilege_left(tmp_path: Path, dropper: str) -> None:
+    """As root both droppers (the compiled one and the setpriv fallback) leave the command
+    the sandbox uid, no group, no capability in any set, and no way to gain one."""
+    if os.geteuid() != 0:
+        pytest.skip("only root drops privileges (an ordinary user is mapped to itself)")
+    env = {**os.environ, "SWEMILL_DROPPER": "setpriv" if dropper == "setpriv" else ""}
+    p = subprocess.run([SWEMILL, "sandbox", "run", "--json", "--workspace", str(tmp_path), "--",
+                        "bash", "-c", f"{_STATUS}; ls /opt/swemill 2>&1; true"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    out = json.loads(p.stdout)
+    assert out["exit_code"] == 0, out
+    status = _status(str(out["stdout"]))
+    uid = str(sandbox_uid())
+    assert status["Uid"].split() == [uid] * 4 and status["Gid"].split() == [uid] * 4
+    assert status["Groups"] == ""
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[cap], 16) == 0, (cap, status[cap])
+    assert status["NoNewPrivs"] == "1"
+    assert ("drop" in str(out["stdout"])) == (dropper == "compiled")
+
+
+def test_the_dropper_is_not_taken_from_a_cache_others_can_write(tmp_path: Path) -> None:
+    """A cache directory another user could write to (no sticky bit) would let them swap the
+    program that runs as root in every sandbox: swemill falls back to setpriv instead."""
+    if os.geteuid() != 0:
+        pytest.skip("the dropper is only used as root")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    code = ("from swemill.sandbox._dropper import dropper; "
+            "from swemill.sandbox._hostuser import drop_argv; print(dropper(), drop_argv()[0])")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "SWEMILL_CACHE": str(shared / "cache")})
+    assert p.returncode == 0, p.stderr
+    found, prefix = p.stdout.split()
+    assert found == "None" and prefix.endswith("setpriv")
+    private = tmp_path / "private"  # the same under a directory only root can write: compiled
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "SWEMILL_CACHE": str(private)})
+    assert p.returncode == 0, p.stderr
+    found, prefix = p.stdout.split()
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert found.startswith(str(private / "bin")) and prefix == "/opt/swemill/drop"
+        assert not Path(found).stat().st_mode & 0o022

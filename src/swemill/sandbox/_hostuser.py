@@ -22,9 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from swemill.core.errors import SandboxUnavailable
+from swemill.sandbox._dropper import INSIDE as DROPPER_INSIDE
+from swemill.sandbox._dropper import dropper
 
-__all__ = ["DEFAULT_UID", "clear_special", "drop_argv", "hand_over", "lend", "sandbox_uid", "sweep",
-           "take_back"]
+__all__ = ["DEFAULT_UID", "clear_special", "drop_argv", "drop_binds", "hand_over", "lend",
+           "sandbox_uid", "sweep", "take_back"]
 
 DEFAULT_UID = 65534
 """The overflow uid ("nobody"): owns nothing a sandbox could use."""
@@ -47,10 +49,14 @@ def sandbox_uid() -> int | None:
 
 @functools.cache
 def drop_argv() -> tuple[str, ...]:
-    """The prefix that runs a command as :func:`sandbox_uid` with no capability left, or ()."""
+    """The prefix that runs a command as :func:`sandbox_uid` with no capability left, or ():
+    swemill's compiled dropper (:mod:`._dropper`, bound in by :func:`drop_binds`) where it
+    could be built, else ``setpriv``."""
     uid = sandbox_uid()
     if uid is None:
         return ()
+    if dropper() is not None:
+        return (DROPPER_INSIDE, str(uid), str(uid))
     exe = shutil.which("setpriv", path="/usr/bin:/bin")
     if exe is None:
         raise SandboxUnavailable("setpriv not found (running as root, swemill needs it to drop "
@@ -59,6 +65,12 @@ def drop_argv() -> tuple[str, ...]:
     user, group = _names(uid)
     return (exe, f"--reuid={user}", f"--regid={group}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--")
+
+
+def drop_binds() -> tuple[str, ...]:
+    """bwrap arguments that make :func:`drop_argv`'s program visible inside the sandbox."""
+    exe = dropper() if sandbox_uid() is not None else None
+    return () if exe is None else ("--ro-bind", str(exe), DROPPER_INSIDE)
 
 
 def _names(uid: int) -> tuple[str, str]:

@@ -9,7 +9,8 @@ the host's ``/tmp``) exists.
 
 Who the command is: as an ordinary user, uid 1000 in a user namespace that maps it to the
 caller. As root, bwrap (still root, so it can bind the cache and interpreter wherever they are,
-e.g. under a 0700 ``/root``) builds the mounts, then ``setpriv`` drops the command to the
+e.g. under a 0700 ``/root``) builds the mounts, then a dropper (:mod:`swemill.sandbox._dropper`,
+else ``setpriv``) drops the command to the
 unprivileged host uid of :mod:`swemill.sandbox._hostuser` with no capabilities and
 ``no_new_privs``; the workspace's writable layer is handed to that uid before each command.
 
@@ -32,7 +33,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from swemill.core.errors import SandboxError, SandboxUnavailable
-from swemill.sandbox._hostuser import drop_argv
+from swemill.sandbox._dropper import INSIDE as DROPPER_INSIDE
+from swemill.sandbox._hostuser import drop_argv, drop_binds
 from swemill.sandbox._tree_sandbox import TreeSandbox
 from swemill.sandbox.base import WORKSPACE, Bind, Limits
 from swemill.sandbox.fork import OverlayTree
@@ -87,7 +89,15 @@ def _user_ns_args() -> tuple[str, ...]:
 @functools.cache
 def _drop_usable() -> tuple[bool, str]:
     """As root: whether a command can be dropped to the sandbox uid inside bwrap."""
-    return _probe((), drop_argv()) if drop_argv() else (True, "")
+    argv = drop_argv()
+    if not argv:
+        return True, ""
+    binds = drop_binds()
+    if not binds:
+        return _probe((), argv)
+    # the probe's root is the host's, read-only: the dropper goes to a fresh /tmp instead
+    return _probe(("--tmpfs", "/tmp", "--ro-bind", binds[1], "/tmp/swemill-drop"),
+                  ("/tmp/swemill-drop", *argv[1:]))
 
 
 def _parent_dirs(binds: Sequence[str]) -> list[str]:
@@ -145,7 +155,9 @@ def _static_args(limits: Limits, binds: Sequence[Bind]) -> list[str]:
     prefix = _prefix()
     targets = [b.inside for b in binds] + ([prefix] if prefix else [])
     if drop_argv():
-        args += _parent_dirs([*targets, WORKSPACE])
+        dropper = drop_binds()
+        args += _parent_dirs([*targets, WORKSPACE, *([DROPPER_INSIDE] if dropper else [])])
+        args += dropper
     if prefix:
         args += ["--ro-bind", prefix, prefix]
     for b in binds:
