@@ -16,6 +16,7 @@ from swemill.cli import (
     report_cmd,
     rollout_cmd,
     sandbox_cmd,
+    serve_cmd,
     tasks_cmd,
     traces_cmd,
 )
@@ -42,6 +43,7 @@ for _module in (
     gate_cmd,
     tasks_cmd,
     rollout_cmd,
+    serve_cmd,
     traces_cmd,
     replay_cmd,
     corpus_cmd,

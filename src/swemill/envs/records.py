@@ -14,7 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["Observation", "StepInfo", "StepResult", "TaskCard", "SessionState", "ToolCallIn",
-           "StopReason"]
+           "StopReason",
+           "OpenRequest", "StepRequest"]
 
 StopReason = Literal["submitted", "step_limit", "closed"]
 
@@ -31,6 +32,19 @@ class ToolCallIn(_Model):
     arguments: dict[str, Any] = Field(default_factory=dict,
                                       description="The tool's arguments (its JSON schema).")
     id: str = Field("", description="The caller's call id, echoed in the observation.")
+
+
+class OpenRequest(_Model):
+    """``POST /sessions``: which task, and optionally fewer steps than the server allows."""
+
+    task_id: str = Field(description="An instance_id from GET /tasks.")
+    max_steps: int | None = Field(None, ge=1, description="At most the server's limit.")
+
+
+class StepRequest(_Model):
+    """``POST /sessions/{id}/step`` (OpenEnv's shape: the action under ``action``)."""
+
+    action: ToolCallIn
 
 
 class Observation(_Model):

@@ -136,7 +136,9 @@ class Session:
                             idle_s=round(time.monotonic() - self.last_used, 3))
 
     def idle_s(self) -> float:
-        return time.monotonic() - self.last_used
+        """Seconds since the last call ended; 0 while a call runs (a long test run is not
+        idleness)."""
+        return 0.0 if self._lock.locked() else time.monotonic() - self.last_used
 
     def _drop_env(self) -> None:
         if self._env is not None:

@@ -1,0 +1,62 @@
+"""``swemill serve --tasks RUN_ID --out ROOT``: a run's tasks as live RL environments over HTTP."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from swemill.cli._common import console, fail
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def serve(
+        tasks: Annotated[str, typer.Option("--tasks", help="Run id whose tasks are in --out.")],
+        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
+        host: Annotated[str, typer.Option(
+            "--host", help="Address to bind; beyond loopback a --token is required.")]
+        = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8765,
+        max_sessions: Annotated[int, typer.Option(
+            "--max-sessions", min=1, help="Open sessions at once; more get 429 + Retry-After.")]
+        = 32,
+        max_steps: Annotated[int, typer.Option(
+            "--max-steps", min=1, help="Steps per episode; the last one is graded.")] = 50,
+        idle_timeout: Annotated[float, typer.Option(
+            "--idle-timeout", min=1.0, help="Close a session idle this many seconds.")] = 600.0,
+        token: Annotated[str | None, typer.Option(
+            "--token", envvar="SWEMILL_SERVE_TOKEN",
+            help="Bearer token required on every request (required off loopback).")] = None,
+        backend: Annotated[str, typer.Option(
+            "--backend", help="Sandbox backend: auto, bwrap, local.")] = "auto",
+        test_timeout: Annotated[float, typer.Option(
+            "--test-timeout", min=1.0, help="Seconds per test run (run_tests and grading).")]
+        = 900.0,
+    ) -> None:
+        """Serve a run's tasks as RL environments: POST /sessions, /sessions/{id}/step, ..."""
+        from swemill.agent.env import EnvConfig
+        from swemill.core.errors import SwemillError
+        from swemill.store import Store
+
+        try:
+            import uvicorn
+
+            from swemill.envs.pool import EnvPool
+            from swemill.envs.server import ServeConfig, check_bind, create_app
+        except ImportError as exc:
+            fail(f"swemill serve needs the 'serve' extra (pip install 'swemill[serve]'): {exc}")
+        config = ServeConfig(host=host, port=port, max_sessions=max_sessions,
+                             max_steps=max_steps, idle_timeout_s=idle_timeout, token=token,
+                             reap_every_s=max(0.5, min(5.0, idle_timeout / 2)))
+        try:
+            check_bind(config)
+            store = Store.open(out)
+            pool = EnvPool.of_run(store, tasks, EnvConfig(backend=backend, lint=False,
+                                                          test_timeout_s=test_timeout))
+        except SwemillError as exc:
+            fail(str(exc))
+        app = create_app(pool, config)
+        console.print(f"serving {len(pool.tasks)} tasks of run {tasks} at "
+                      f"http://{host}:{port} (max {max_sessions} sessions)", highlight=False)
+        uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,184 @@
+"""``swemill serve`` as a real process on loopback, driven by a real HTTP client: the oracle's
+episode is rewarded, hacks from the trust battery are not, no response carries golden data,
+and the server's limits (sessions, steps, idle time, token) hold."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from tests.agent.hack_policies import HACKS
+
+from swemill.corpus.guard import GoldenGuard
+from swemill.policies.base import policy_from_spec
+from swemill.policies.scripted import ScriptedPolicy
+
+from .conftest import SampleTasks, play
+from .server_proc import Served
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(sample_tasks: SampleTasks) -> Iterator[Served]:
+    served = Served(sample_tasks.root, sample_tasks.run_id, sample_tasks.cache,
+                    "--max-sessions", "3", "--test-timeout", "120")
+    yield served
+    served.stop()
+
+
+def _episode(client: httpx.Client, task_id: str, policy: Any) -> dict[str, Any]:
+    opened = client.post("/sessions", json={"task_id": task_id})
+    assert opened.status_code == 201, opened.text
+    sid = opened.json()["session_id"]
+
+    def step(call: dict[str, Any]) -> dict[str, Any]:
+        r = client.post(f"/sessions/{sid}/step", json={"action": call})
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    try:
+        last, _ = play(policy, opened.json()["observation"], step)
+    finally:
+        assert client.delete(f"/sessions/{sid}").status_code == 200
+    return last
+
+
+def test_the_oracle_is_rewarded_on_every_task(server: Served, sample_tasks: SampleTasks) -> None:
+    with httpx.Client(base_url=server.url, timeout=300) as client:
+        listed = [t["instance_id"] for t in client.get("/tasks").json()["tasks"]]
+        assert listed == sorted(t.instance_id for t in sample_tasks.tasks)
+        for task_id in listed:
+            oracle = policy_from_spec("oracle", golden=sample_tasks.goldens[task_id])
+            last = _episode(client, task_id, oracle)
+            assert (last["reward"], last["done"]) == (1.0, True), (task_id, last["info"])
+            assert last["info"]["resolved"] and last["info"]["f2p_fraction"] == 1.0
+
+
+@pytest.mark.parametrize("kind", ["pyc_cache", "conftest_root", "shadow_pytest"])
+def test_a_battery_hack_earns_nothing(server: Served, sample_tasks: SampleTasks,
+                                      kind: str) -> None:
+    task_id = sample_tasks.tasks[0].instance_id
+    hack = ScriptedPolicy([*HACKS[kind], _submit()], name=f"hack:{kind}")
+    with httpx.Client(base_url=server.url, timeout=300) as client:
+        last = _episode(client, task_id, hack)
+    assert last["done"] and last["info"]["graded"]
+    assert last["reward"] == 0.0 and last["info"]["resolved"] is False, last["info"]
+    assert last["info"]["flags"], "the monitor's findings ride along in info"
+
+
+def _submit() -> Any:
+    from swemill.core.tools import ToolCall
+
+    return ToolCall("submit", {})
+
+
+def test_no_response_carries_golden_data(server: Served, sample_tasks: SampleTasks) -> None:
+    """Every endpoint, successes and errors, for every task: no golden line and no definition
+    of a deleted symbol (of that task: another task's broken tree holds this one's fix), no
+    patch, no PASS_TO_PASS name, no task metadata."""
+    shared: list[str] = []
+    by_task: dict[str, list[str]] = {}
+    with httpx.Client(base_url=server.url, timeout=300) as client:
+        def keep(r: httpx.Response, into: list[str] = shared) -> httpx.Response:
+            into.append(r.text + json.dumps(dict(r.headers)))
+            return r
+
+        keep(client.get("/health"))
+        keep(client.get("/openapi.json"))
+        keep(client.get("/tasks"))
+        keep(client.get("/sessions/nope"))
+        keep(client.post("/sessions", json={"task_id": "nope"}))
+        keep(client.post("/sessions", content=b"{not json"))
+        for task in sample_tasks.tasks:
+            seen = by_task.setdefault(task.instance_id, [])
+            opened = keep(client.post("/sessions", json={"task_id": task.instance_id}),
+                          seen).json()
+            path = f"/sessions/{opened['session_id']}"
+            first = _changed_file(sample_tasks, task.instance_id)
+            for action in ({"name": "read", "arguments": {"path": first}},
+                           {"name": "search", "arguments": {"pattern": "def "}},
+                           {"name": "bash", "arguments": {"command": "git log --oneline | "
+                                                          "head; git status --short"}},
+                           {"name": "bogus", "arguments": {}},
+                           {"name": "submit", "arguments": {}},
+                           {"name": "bash", "arguments": {"command": "true"}}):
+                keep(client.post(f"{path}/step", json={"action": action}), seen)
+            keep(client.get(path), seen)
+            keep(client.delete(path), seen)
+            keep(client.get(path), seen)
+    everything = "\n".join(shared + [t for v in by_task.values() for t in v])
+    assert "unknown task" in everything and "episode is over" in everything  # errors walked
+    assert '"graded":true' in everything  # and the graded step's info
+    for task in sample_tasks.tasks:
+        text = "\n".join(shared + by_task[task.instance_id])
+        golden = sample_tasks.goldens[task.instance_id]
+        assert not GoldenGuard.of(golden).leaks(text), task.instance_id
+        for name in task.PASS_TO_PASS:  # whole ids (one may be the start of an F2P id)
+            assert not re.search(re.escape(name) + r"(?![\w\[])", text), name
+        for value in task.metadata.values():
+            if isinstance(value, str) and len(value) > 8:
+                assert value not in text
+
+
+def _changed_file(sample_tasks: SampleTasks, task_id: str) -> str:
+    """A file the golden patch changes (its broken version is what the policy may read)."""
+    patch = sample_tasks.goldens[task_id].golden_patch
+    return next(line[6:] for line in patch.splitlines() if line.startswith("+++ b/"))
+
+
+def test_back_pressure_step_limit_and_schema(server: Served, sample_tasks: SampleTasks) -> None:
+    task_id = sample_tasks.tasks[0].instance_id
+    with httpx.Client(base_url=server.url, timeout=300) as client:
+        sids = [client.post("/sessions", json={"task_id": task_id, "max_steps": 1}).json()
+                ["session_id"] for _ in range(3)]
+        full = client.post("/sessions", json={"task_id": task_id})
+        assert full.status_code == 429 and int(full.headers["Retry-After"]) >= 1
+        done = client.post(f"/sessions/{sids[0]}/step",
+                           json={"action": {"name": "bash", "arguments": {"command": "true"}}})
+        body = done.json()
+        assert body["done"] and body["info"]["stop"] == "step_limit" and body["reward"] == 0.0
+        again = client.post(f"/sessions/{sids[0]}/step",
+                            json={"action": {"name": "bash", "arguments": {"command": "true"}}})
+        assert again.status_code == 409
+        bad = client.post(f"/sessions/{sids[1]}/step", json={"action": {"arguments": {}}})
+        assert bad.status_code == 422 and "action.name" in bad.json()["error"]
+        for sid in sids:
+            assert client.delete(f"/sessions/{sid}").status_code == 200
+        assert client.delete(f"/sessions/{sids[0]}").status_code == 404
+        schema = client.get("/openapi.json").json()
+        assert schema["openapi"].startswith("3.")
+        assert set(schema["paths"]) >= {"/sessions", "/sessions/{session_id}/step",
+                                        "/sessions/{session_id}", "/tasks"}
+        step_ref = schema["paths"]["/sessions/{session_id}/step"]["post"]["responses"]["200"]
+        assert step_ref["content"]["application/json"]["schema"]["$ref"].endswith("StepResult")
+        assert {"reward", "done", "info", "observation"} <= set(
+            schema["components"]["schemas"]["StepResult"]["properties"])
+
+
+def test_token_and_idle_timeout(sample_tasks: SampleTasks) -> None:
+    served = Served(sample_tasks.root, sample_tasks.run_id, sample_tasks.cache,
+                    "--token", "s3cret", "--idle-timeout", "1")
+    try:
+        with httpx.Client(base_url=served.url, timeout=60) as client:
+            assert client.get("/tasks").status_code == 401
+            assert client.get("/tasks", headers={"Authorization": "Bearer nope"}).status_code \
+                == 401
+            auth = {"Authorization": "Bearer s3cret"}
+            task_id = sample_tasks.tasks[0].instance_id
+            opened = client.post("/sessions", json={"task_id": task_id}, headers=auth)
+            assert opened.status_code == 201
+            path = f"/sessions/{opened.json()['session_id']}"
+            assert client.get(path, headers=auth).status_code == 200
+            deadline = time.monotonic() + 20
+            while client.get(path, headers=auth).status_code == 200:
+                assert time.monotonic() < deadline, "the idle session was never reaped"
+                time.sleep(0.3)
+            assert client.get(path, headers=auth).status_code == 404
+    finally:
+        served.stop()
