@@ -182,3 +182,18 @@ def test_token_and_idle_timeout(sample_tasks: SampleTasks) -> None:
             assert client.get(path, headers=auth).status_code == 404
     finally:
         served.stop()
+
+
+def test_the_example_client_runs_against_the_server(server: Served,
+                                                    sample_tasks: SampleTasks) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[2] / "examples" / "serve_client.py"
+    proc = subprocess.run([sys.executable, str(script), "--url", server.url],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    n = len(sample_tasks.tasks)
+    assert f"{n} episodes, mean reward 0.00" in proc.stdout  # the fixed actions fix nothing
+    assert proc.stdout.count("reward 0.0 (resolved False") == n
