@@ -12,5 +12,6 @@ fi
 if [ "$#" = "0" ]; then
   .venv/bin/ruff check src tests benchmarks || rc=1
   .venv/bin/mypy src || rc=1
+  .venv/bin/lint-imports || rc=1  # the layers of docs/architecture.md (pyproject.toml)
 fi
 exit "$rc"

@@ -9,6 +9,9 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from swemill.repo.uvbin import find_uv
+from swemill.sandbox.cgroups import cgroup_support
+
 __all__ = ["Check", "run_checks"]
 
 
@@ -49,8 +52,6 @@ def _check_bwrap() -> Check:
 
 
 def _check_uv() -> Check:
-    from swemill.repo.uvbin import find_uv
-
     uv = find_uv()
     if uv is None:
         return Check("uv", False, "uv not found (builds repository environments)", "pip install uv")
@@ -82,8 +83,6 @@ def _check_docker() -> Check:
 
 
 def _check_cgroups() -> Check:
-    from swemill.sandbox.cgroups import cgroup_support
-
     support = cgroup_support()
     if support.pids and support.memory:
         return Check("cgroups", True, f"{support.version}: pids and memory controllers writable")

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from swemill.agent.shards import executor_for_rollouts
 from swemill.core.errors import ConfigError
 from swemill.core.records import Task
 from swemill.executors.aws_batch import DEFINITION_ENV, QUEUE_ENV, AwsBatchExecutor
-from swemill.executors.rollouts import executor_for_rollouts
-from swemill.executors.validation import executor_for_tasks
 from swemill.repo.sources import is_portable
 from swemill.store import Store
+from swemill.validate.chunks import executor_for_tasks
 
 SETTINGS = {QUEUE_ENV: "q", DEFINITION_ENV: "d"}
 

@@ -14,9 +14,9 @@ import httpx
 import pytest
 from tests.agent.hack_policies import HACKS
 
-from swemill.corpus.guard import GoldenGuard
 from swemill.policies.base import policy_from_spec
 from swemill.policies.scripted import ScriptedPolicy
+from swemill.validate.guard import GoldenGuard
 
 from .conftest import SampleTasks, play
 from .server_proc import Served

@@ -36,7 +36,8 @@ from swemill.agent.tree import Changes, tree_changes
 from swemill.core.errors import EnvBuildError, SandboxError, SwemillError, TestRunError
 from swemill.core.records import Outcome, Task
 from swemill.core.tools import ToolCall, validate_call
-from swemill.repo.envbuild import RepoEnv
+from swemill.repo.envbuild import RepoEnv, build_env
+from swemill.repo.sources import resolve_source
 from swemill.sandbox import Sandbox, open_sandbox
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
@@ -73,8 +74,6 @@ class EnvResolver:
         self._lock = threading.Lock()
 
     def __call__(self, task: Task) -> RepoEnv:
-        from swemill.repo.envbuild import build_env
-        from swemill.repo.sources import resolve_source
 
         source = str(task.metadata.get("source") or "")
         if not source:

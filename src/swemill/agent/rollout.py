@@ -27,21 +27,20 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swemill.agent.budget import Budget
 from swemill.agent.env import EnvConfig, EnvResolver, TaskEnv
 from swemill.agent.harness import failed_trajectory
 from swemill.agent.rollout_config import RolloutConfig
 from swemill.agent.sampling import SampleResult, sample_task
+from swemill.agent.shards import run_shards
 from swemill.core.errors import ConfigError, StoreError, SwemillError
 from swemill.core.records import Golden, PreferencePair, RunManifest, Task, Trajectory, utcnow
+from swemill.executors import Executor
 from swemill.policies.base import Policy, policy_from_spec, split_spec
 from swemill.store import Store
 from swemill.store.layout import check_run_id, manifest_key, run_prefix, shard_name
-
-if TYPE_CHECKING:
-    from swemill.executors.base import Executor
 
 __all__ = ["RolloutConfig", "RolloutResult", "RolloutStage", "run_rollouts", "run_shard",
            "PAIRS_STAGE"]
@@ -276,8 +275,6 @@ def run_rollouts(store: Store, tasks_run_id: str, config: RolloutConfig, *,
     result = RolloutResult(run_id=run_id, tasks=len(tasks), shards_skipped=len(finished))
     stage.say("rollouts", 0, len(todo))
     if executor is not None or config.executor != "local":  # one shard per item
-        from swemill.executors.rollouts import run_shards
-
         summaries = run_shards(store, tasks_run_id, run_id, config, todo, executor)
         result.shards_written = sum(s is not None for s in summaries)
         result.shards_stopped = len(summaries) - result.shards_written

@@ -51,7 +51,7 @@ class RolloutConfig(BaseModel):
     workers: int = Field(default=1, ge=1)
     executor: str = "local"
     """Where shards run: ``local`` (worker threads here), ``ray`` (one Ray task per shard) or
-    ``aws-batch`` (one array child per shard); see ``swemill.executors.rollouts``. With
+    ``aws-batch`` (one array child per shard); see ``swemill.agent.shards``. With
     ``max_usd`` each shard gets an equal share."""
     tasks_per_shard: int = Field(default=1, ge=1)
     max_tasks: int | None = Field(default=None, ge=1)

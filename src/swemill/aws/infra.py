@@ -19,6 +19,12 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
+from swemill.aws.stepfunctions import state_machine
+from swemill.core.records import CandidateRecord, Task
+from swemill.corpus.rows import DPO_SCHEMA, SFT_SCHEMA
+from swemill.store import schema_for_model
+from swemill.traces.ingest import state_schema
+
 __all__ = ["template", "render", "hive_type", "glue_columns", "CATALOG_TABLES"]
 
 CATALOG_TABLES = {"traces": "traces", "tasks": "tasks", "candidates": "candidates",
@@ -47,10 +53,6 @@ def hive_type(t: pa.DataType) -> str:
 
 
 def _schemas() -> dict[str, pa.Schema]:
-    from swemill.core.records import CandidateRecord, Task
-    from swemill.corpus.rows import DPO_SCHEMA, SFT_SCHEMA
-    from swemill.store import schema_for_model
-    from swemill.traces.ingest import state_schema
 
     return {"traces": state_schema(), "tasks": schema_for_model(Task),
             "candidates": schema_for_model(CandidateRecord),
@@ -227,8 +229,6 @@ def _analytics() -> dict[str, Any]:
 
 
 def template() -> dict[str, Any]:
-    from swemill.aws.stepfunctions import state_machine
-
     resources = {**_bucket(), **_roles(), **_batch(), **_analytics()}
     resources["Pipeline"] = {"Type": "AWS::StepFunctions::StateMachine", "Properties": {
         "StateMachineName": "swemill-build", "RoleArn": _arn("StepFunctionsRole"),

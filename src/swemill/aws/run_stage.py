@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from swemill.core.errors import ConfigError
+from swemill.executors import EXECUTORS
 from swemill.pipeline.config import BuildConfig
 from swemill.pipeline.driver import run_build
 from swemill.store import Store
@@ -24,8 +25,8 @@ def run_stage(name: str, store: Store, run_id: str, source: str, *,
     """Run stage ``name`` of run ``run_id``; None when it was already complete. ``executor``
     (``aws-batch`` in the state machine's fan-out stages) is a runtime setting: it changes
     where the stage's items run, never what the run produces."""
-    if executor not in (None, "local", "ray", "aws-batch"):
-        raise ConfigError(f"unknown executor {executor!r}: local, ray or aws-batch")
+    if executor is not None and executor not in EXECUTORS:
+        raise ConfigError(f"unknown executor {executor!r}: {', '.join(EXECUTORS)}")
     resume = store.exists(manifest_key(check_run_id(run_id)))
     config = BuildConfig(executor=executor) if executor else None  # type: ignore[arg-type]
     result = run_build(None if resume else source, store.url, config, resume=resume,

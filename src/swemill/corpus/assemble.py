@@ -32,7 +32,6 @@ from swemill.core.records import (
 )
 from swemill.corpus.dedup import NearDupIndex
 from swemill.corpus.filters import FilterChain
-from swemill.corpus.guard import GoldenGuard
 from swemill.corpus.rows import (
     dpo_row,
     prompt_messages,
@@ -44,6 +43,7 @@ from swemill.corpus.rows import (
 )
 from swemill.corpus.scrub import scrub, scrub_value
 from swemill.corpus.split import Split, SplitConfig, SplitItem, family_of, split
+from swemill.validate.guard import GoldenGuard
 
 __all__ = ["CorpusConfig", "CorpusTables", "assemble", "admit", "row_text", "dedup_text",
            "pair_digest",

@@ -22,7 +22,7 @@ from typing import Any
 
 from swemill.core.records import CandidateRecord, RunManifest, Task, Trajectory
 from swemill.corpus.assemble import CorpusTables
-from swemill.corpus.stage import optional_records
+from swemill.corpus.stage import load_corpus_tables, optional_records, read_trajectories
 from swemill.corpus.svg import bar_chart, histogram_bins
 from swemill.store import Store
 from swemill.store.layout import report_key
@@ -282,8 +282,6 @@ def render_report(d: ReportData) -> str:
 
 def write_report(store: Store, run_id: str) -> str:
     """Render the report of ``run_id`` from the store; returns its key."""
-    from swemill.corpus.stage import load_corpus_tables, read_trajectories
-
     manifest = store.read_manifest(run_id)  # no manifest: "no run <id>" (one clear error)
     tasks = optional_records(store, "tasks", run_id, Task)
     trajs = read_trajectories(store, run_id)

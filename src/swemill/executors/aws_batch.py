@@ -116,6 +116,11 @@ class AwsBatchExecutor:
         return cls(store, job_queue=queue, job_definition=definition, job_name=job_name,
                    client=client, poll_seconds=poll)
 
+    @classmethod
+    def for_stage(cls, *, workers: int, store: Store, job_name: str) -> AwsBatchExecutor:
+        """:meth:`from_env`: the queue sets the parallelism, not ``workers``."""
+        return cls.from_env(store, job_name=job_name)
+
     @property
     def client(self) -> Any:
         if self._client is None:

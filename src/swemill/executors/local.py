@@ -31,6 +31,11 @@ class LocalExecutor:
             raise ConfigError(f"workers must be 0 or more, not {workers}")
         self.workers = (os.cpu_count() or 1) if workers is None else workers
 
+    @classmethod
+    def for_stage(cls, *, workers: int, store: Any, job_name: str) -> LocalExecutor:
+        """``workers`` processes (see :func:`swemill.executors.stage_executor`)."""
+        return cls(workers)
+
     def map(
         self, fn: Callable[[Any], Any], items: Sequence[Any], *, retries: int = 2
     ) -> list[ItemResult[Any]]:

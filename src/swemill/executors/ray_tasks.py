@@ -39,6 +39,11 @@ class RayExecutor:
         self.task_cpus = num_cpus
         self.init_cpus = init_cpus
 
+    @classmethod
+    def for_stage(cls, *, workers: int, store: Any, job_name: str) -> RayExecutor:
+        """A local Ray started with ``workers`` CPUs, or the cluster ``RAY_ADDRESS`` names."""
+        return cls(init_cpus=workers)
+
     def _ensure_init(self) -> None:
         if not self.ray.is_initialized():
             # Quiet: a CLI run shows swemill's progress, not Ray's start-up notices.

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swemill.core.errors import ConfigError
+from swemill.policies.base import REGISTRY, split_spec
 
 __all__ = ["BuildConfig", "DEFAULT_POLICIES", "RUNTIME_SETTINGS", "SAMPLE_SOURCE"]
 
@@ -64,8 +65,6 @@ class BuildConfig(BaseModel):
     @field_validator("policies")
     @classmethod
     def _some_policy(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from swemill.policies.base import REGISTRY, split_spec
-
         if not value or any(not p.strip() for p in value):
             raise ValueError("at least one non-empty policy spec is needed")
         for spec in value:  # refused now, not after the tasks are validated

@@ -23,11 +23,15 @@ from typing import Any, Literal
 
 from swemill.core.errors import ConfigError, StoreError, SwemillError
 from swemill.core.records import RunManifest, utcnow
+from swemill.corpus.report import write_report
+from swemill.executors.aws_batch import AwsBatchExecutor
 from swemill.pipeline import manifest as mf
 from swemill.pipeline.config import RUNTIME_SETTINGS, SAMPLE_SOURCE, BuildConfig
 from swemill.pipeline.stages import STAGES, Stage, StageContext, stage_named
+from swemill.repo.sources import require_portable
 from swemill.store import Store, new_run_id
 from swemill.store.layout import check_run_id, manifest_key, report_key
+from swemill.validate.drops import run_summary
 
 __all__ = ["BuildEvent", "BuildResult", "run_build", "latest_unfinished", "COMMAND"]
 
@@ -121,8 +125,6 @@ def _check_executor(config: BuildConfig, store: Store, source: str) -> None:
     stage would otherwise find them missing after the environment and the baseline)."""
     if config.executor != "aws-batch":
         return
-    from swemill.executors.aws_batch import AwsBatchExecutor
-    from swemill.repo.sources import require_portable
 
     AwsBatchExecutor.from_env(store)
     require_portable(source, "--executor aws-batch")
@@ -264,8 +266,6 @@ def _fail(store: Store, run_id: str, stage: str, message: str, seconds: float) -
 
 
 def _finish(store: Store, run_id: str) -> RunManifest:
-    from swemill.corpus.report import write_report
-
     def change(m: RunManifest) -> None:
         m.status = "complete"
         m.finished_at = utcnow()
@@ -277,8 +277,6 @@ def _finish(store: Store, run_id: str) -> RunManifest:
 
 def describe(result: BuildResult) -> dict[str, Any]:
     """The build's outcome as JSON data (what ``swemill build --json`` prints)."""
-    from swemill.validate.drops import run_summary  # heavy, like the stage functions' own
-
     m = result.manifest
     drops = run_summary(result.store, result.run_id)
     return {"run_id": result.run_id, "status": m.status, "resumed": result.resumed,

@@ -11,11 +11,23 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from swemill.agent.rollout import run_rollouts
+from swemill.agent.rollout_config import RolloutConfig
 from swemill.core.errors import ConfigError, CorpusError, ValidationError
 from swemill.core.records import RunManifest
+from swemill.corpus.assemble import CorpusConfig
+from swemill.corpus.report import write_report
+from swemill.corpus.split import SplitConfig
+from swemill.corpus.stage import run_corpus
 from swemill.pipeline.manifest import update_manifest
 from swemill.pipeline.stages import StageContext
+from swemill.repo.envbuild import build_env
+from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
+from swemill.repo.sources import resolve_source
 from swemill.store.layout import env_prefix, gate_verdicts_key
+from swemill.testing.baseline import run_baseline
+from swemill.validate.config import TasksConfig
+from swemill.validate.validator import run_tasks
 
 __all__ = ["gate", "env", "tasks", "rollouts", "corpus", "report"]
 
@@ -23,8 +35,6 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def gate(ctx: StageContext) -> dict[str, int]:
-    from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
-    from swemill.repo.sources import resolve_source
 
     ctx.say(f"resolving {ctx.source}")
     src = resolve_source(ctx.source)
@@ -49,9 +59,6 @@ def gate(ctx: StageContext) -> dict[str, int]:
 
 
 def env(ctx: StageContext) -> dict[str, int]:
-    from swemill.repo.envbuild import build_env
-    from swemill.repo.sources import resolve_source
-    from swemill.testing.baseline import run_baseline
 
     src = resolve_source(ctx.source)
     ctx.say(f"environment of {src.repo}@{src.commit[:12]} (uv)")
@@ -92,8 +99,6 @@ def _config(cls: type[M], **values: Any) -> M:
 
 
 def tasks(ctx: StageContext) -> dict[str, int]:
-    from swemill.validate.config import TasksConfig
-    from swemill.validate.validator import run_tasks
 
     c = ctx.config
     config = _config(TasksConfig, max_tasks=c.max_tasks, workers=c.workers, seed=c.seed,
@@ -117,8 +122,6 @@ def tasks(ctx: StageContext) -> dict[str, int]:
 
 
 def rollouts(ctx: StageContext) -> dict[str, int]:
-    from swemill.agent.rollout import run_rollouts
-    from swemill.agent.rollout_config import RolloutConfig
 
     c = ctx.config
     config = _config(RolloutConfig, policy=",".join(c.policies), samples=c.samples,
@@ -137,9 +140,6 @@ def rollouts(ctx: StageContext) -> dict[str, int]:
 
 
 def corpus(ctx: StageContext) -> dict[str, int]:
-    from swemill.corpus.assemble import CorpusConfig
-    from swemill.corpus.split import SplitConfig
-    from swemill.corpus.stage import run_corpus
 
     c = ctx.config
     ctx.say("filter, scrub, dedup, split")
@@ -159,8 +159,6 @@ def corpus(ctx: StageContext) -> dict[str, int]:
 
 
 def report(ctx: StageContext) -> dict[str, int]:
-    from swemill.corpus.report import write_report
-
     ctx.say("rendering the HTML report")
     write_report(ctx.store, ctx.run_id)
     return {}

@@ -28,7 +28,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from swemill.core.records import Message, PreferencePair, PreferenceSource
+from swemill.agent.budget import call_with_budget
+from swemill.core.errors import SwemillError
+from swemill.core.records import Message, PreferencePair, PreferenceSource, TextBlock
+from swemill.policies.base import family_of
+from swemill.policies.textproto import render_call
 from swemill.replay.records import TeacherReply
 from swemill.traces.records import TraceState
 
@@ -69,8 +73,6 @@ def candidates_of(state: TraceState, replies: Iterable[TeacherReply]) -> list[Ca
 
 
 def _family_from_model(model: str) -> str:
-    from swemill.policies.base import family_of
-
     return family_of(model) if model else "unknown"
 
 
@@ -239,8 +241,6 @@ class PolicyJudge:
         self.name: str = str(name or getattr(policy, "name", "judge"))
 
     def prefer(self, state: TraceState, first: Message, second: Message) -> int | None:
-        from swemill.core.records import TextBlock
-        from swemill.policies.textproto import render_call
 
         def show(m: Message) -> str:
             calls = "\n".join(render_call(c) for c in m.tool_calls)
@@ -254,8 +254,6 @@ class PolicyJudge:
         if self.budget is None:
             reply = self.policy.act(asked, [])
         else:
-            from swemill.agent.budget import call_with_budget
-            from swemill.core.errors import SwemillError
 
             try:
                 reply = call_with_budget(self.policy, self.budget, asked, [])

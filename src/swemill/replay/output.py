@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from swemill.core.records import PreferencePair, Trajectory
+from swemill.corpus.stage import PAIRS_STAGE
 from swemill.replay.records import REPLIES_STAGE, TeacherReply
 from swemill.store import Store
+from swemill.store.layout import marker_key, part_key
 from swemill.traces.records import TraceState
 
 __all__ = ["stored_replies", "write_replies", "write_pairs"]
@@ -51,16 +53,12 @@ def write_replies(store: Store, run_id: str, replies: list[TeacherReply],
 
 def write_pairs(store: Store, run_id: str, pairs: list[PreferencePair]) -> None:
     """The run's replay pairs, replacing the previous replay's (other pairs stay)."""
-    from swemill.corpus.stage import PAIRS_STAGE
-
     _clear(store, PAIRS_STAGE, run_id, "replay-")
     for k, chunk in enumerate(_chunks(pairs)):
         store.write_records(PAIRS_STAGE, run_id, f"replay-{k:05d}", chunk)
 
 
 def _clear(store: Store, stage: str, run_id: str, prefix: str) -> None:
-    from swemill.store.layout import marker_key, part_key
-
     for shard in store.complete_shards(stage, run_id):
         if shard.startswith(prefix):
             store.delete(marker_key(stage, run_id, shard))  # unfinished first, then gone

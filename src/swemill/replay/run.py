@@ -24,7 +24,13 @@ from swemill.core.records import PreferencePair
 from swemill.core.tools import tool_schemas
 from swemill.policies.base import estimate_tokens
 from swemill.policies.retry import RetryPolicy
-from swemill.replay.batch_plan import BatchQuotas, ModeDecision, batch_vs_realtime
+from swemill.replay.batch_plan import (
+    BatchQuotas,
+    ModeDecision,
+    batch_vs_realtime,
+    quotas_from_service,
+)
+from swemill.replay.bedrock_batch import BatchConfig, run_batch
 from swemill.replay.extract import ExtractStats, PolicyJudge, extract_run
 from swemill.replay.output import stored_replies, write_pairs, write_replies
 from swemill.replay.realtime import replay_realtime
@@ -248,8 +254,6 @@ def _run_batch(store: Store, run_id: str, states: list[TraceState], teachers: li
                clients: ReplayClients) -> Any:
     import time
 
-    from swemill.replay.batch_plan import quotas_from_service
-    from swemill.replay.bedrock_batch import BatchConfig, run_batch
 
     role = cfg.role_arn or os.environ.get("SWEMILL_BEDROCK_ROLE_ARN", "")
     bcfg = BatchConfig(role_arn=role, quotas=cfg.quotas, max_tokens=cfg.max_tokens,

@@ -17,6 +17,8 @@ import os
 import shutil
 from pathlib import Path
 
+from swemill.repo.sources import git
+
 __all__ = ["collect_generated", "copy_tracked", "place_generated", "tracked_files"]
 
 _SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".eggs", "build", "dist", ".tox", ".nox"}
@@ -26,8 +28,6 @@ _MAX_BYTES = 64 << 20
 
 def tracked_files(src: Path) -> set[str]:
     """The paths git tracks in the working copy ``src``."""
-    from swemill.repo.sources import git
-
     return {p for p in git(["ls-files", "-z"], src).split("\0") if p}
 
 

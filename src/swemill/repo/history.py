@@ -23,6 +23,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from swemill.core.errors import SourceError
+from swemill.repo.sources import git
 
 __all__ = ["older_requirements"]
 
@@ -40,8 +41,6 @@ _NOT_FOR_TESTS = re.compile(r"^(sphinx|furo|myst|mkdocs|black|flake8|ruff|isort|
 
 def older_requirements(root: Path, project: str | None) -> list[str]:
     """Requirement names declared at some commit of the window and not at the head."""
-    from swemill.repo.sources import git
-
     try:
         window = git(["rev-list", f"--max-count={WINDOW}", "HEAD"], root).split()
         touched = git(["log", "--format=%H", f"--max-count={WINDOW}", "HEAD", "--",
@@ -62,8 +61,6 @@ def older_requirements(root: Path, project: str | None) -> list[str]:
 
 
 def _declared(root: Path, commit: str) -> set[str]:
-    from swemill.repo.sources import git
-
     reqs: list[str] = []
     for name in _FILES:
         try:

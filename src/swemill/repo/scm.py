@@ -18,6 +18,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from swemill.core.errors import SourceError
+from swemill.repo.sources import git
 
 __all__ = ["scm_versioned", "derive_version", "version_env"]
 
@@ -75,8 +76,6 @@ def _pkg_info_version(path: Path) -> str | None:
 
 def _described(src: Path) -> str | None:
     """``git describe`` as a PEP 440 version: the tag itself, or ``TAG.postN+gSHA`` past it."""
-    from swemill.repo.sources import git
-
     if not (src / ".git").exists():
         return None
     try:

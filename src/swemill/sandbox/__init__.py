@@ -16,6 +16,7 @@ from pathlib import Path
 
 from swemill.core.errors import SandboxUnavailable
 from swemill.sandbox.base import WORKSPACE, Bind, ExecResult, Limits, Sandbox
+from swemill.sandbox.bwrap import usable
 
 __all__ = ["WORKSPACE", "Bind", "ExecResult", "Limits", "Sandbox", "open_sandbox"]
 
@@ -41,8 +42,6 @@ def _load(name: str) -> type:
 
 
 def _auto() -> str:
-    from swemill.sandbox.bwrap import usable
-
     return "bwrap" if usable()[0] else "local"
 
 

@@ -22,6 +22,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swemill.sandbox import fork
+from swemill.sandbox.cgroups import reap_dead_groups
+
 __all__ = ["PREFIX", "Sweep", "scratch_dir", "scratch_prefix", "owner_pid", "remove_own",
            "sweep", "sweep_scratch"]
 
@@ -133,15 +136,11 @@ def sweep() -> Sweep:
     """Remove the cgroups, temporary folders and overlay stores of dead swemill processes.
 
     Cheap (a directory listing per place) and never raises: it runs at every CLI start."""
-    from swemill.sandbox.cgroups import reap_dead_groups
-
     done = Sweep()
     with contextlib.suppress(OSError):
         done.groups = reap_dead_groups(_alive)
     with contextlib.suppress(OSError):
         done.folders = sweep_scratch()
     with contextlib.suppress(OSError, ImportError, AttributeError):
-        from swemill.sandbox import fork
-
         fork._reap_stale(fork._store_parent())
     return done

@@ -26,6 +26,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from swemill.core.errors import SourceError, SynthesisError
 from swemill.core.records import Candidate, Drop
+from swemill.store.parquet import read_parquet
 from swemill.synth.base import RepoView, SynthReport, candidate_id, git
 from swemill.synth.materialize import PatchedFiles
 from swemill.synth.patches import join_patches, patch_files, reverse_patch
@@ -85,8 +86,6 @@ def _shape_of(raw: dict[str, Any], shape: str) -> str | None:
 def _read(path: Path) -> list[Any]:
     try:
         if path.suffix == ".parquet":
-            from swemill.store.parquet import read_parquet
-
             return list(read_parquet(path).to_pylist())
         text = path.read_text(encoding="utf-8")
     except Exception as exc:  # OSError, UnicodeDecodeError, or pyarrow's own for bad Parquet

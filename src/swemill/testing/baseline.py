@@ -18,6 +18,7 @@ from swemill.core.errors import TestRunError
 from swemill.core.records import Baseline, TestStatus
 from swemill.repo.cache import write_text_atomic
 from swemill.repo.envbuild import RepoEnv
+from swemill.sandbox import open_sandbox
 from swemill.sandbox.base import Sandbox
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.testing.covermap import build_coverage_map, shared_functions
@@ -45,8 +46,6 @@ def load_baseline(env: RepoEnv) -> Baseline | None:
 @contextlib.contextmanager
 def fresh_sandbox(env: RepoEnv, backend: str = "auto") -> Iterator[Sandbox]:
     """A sandbox over a private copy of the env's working copy, deleted afterwards."""
-    from swemill.sandbox import open_sandbox
-
     tmp = scratch_dir("ws")
     try:
         ws = tmp / "ws"

@@ -56,7 +56,7 @@ class TasksConfig(BaseModel):
     executor: str = "local"
     """Where candidates are validated: ``local`` (warm workers in this process), ``ray``
     (chunks of candidates as Ray tasks) or ``aws-batch`` (chunks as array children); see
-    ``swemill.executors.validation``. The tasks are the same on all three."""
+    ``swemill.validate.chunks``. The tasks are the same on all three."""
     allow_contaminated: bool = False
     """Let an evaluation benchmark's repository through (the manifest records it)."""
     problem_writer: str | None = None

@@ -18,13 +18,13 @@ from pathlib import Path
 
 from swemill.core.errors import ValidationError
 from swemill.core.records import Golden, LicenseTier, Task
-from swemill.corpus.guard import GoldenGuard
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
 from swemill.store.layout import env_prefix, snapshot_key
 from swemill.synth.patches import reverse_patch
 from swemill.synth.problem import FailingTest
 from swemill.validate.check import Checked
+from swemill.validate.guard import GoldenGuard
 from swemill.validate.scrub import scrub_tree
 from swemill.validate.snapshot import digest, pack_tree
 from swemill.validate.worker import git_in

@@ -19,10 +19,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from swemill.core.errors import StoreError
 from swemill.core.records import CandidateRecord, Golden, RunManifest, Task, utcnow
+from swemill.executors import Executor
+from swemill.policies import policy_from_spec
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
 from swemill.repo.recipe import load_recipe
@@ -33,21 +34,20 @@ from swemill.store.layout import check_run_id, gate_verdicts_key, manifest_key
 from swemill.synth import make_strategy
 from swemill.synth.base import RepoView
 from swemill.synth.combine import ValidatedBug
-from swemill.synth.problem import FailingTest, write_problem_statement
+from swemill.synth.problem import FailingTest, PolicyProblemWriter, write_problem_statement
+from swemill.synth.rows import RowsSource
 from swemill.testing.baseline import run_baseline
 from swemill.testing.runner import command_line
 from swemill.testing.timeouts import suite_timeout_for
 from swemill.validate.audit import audit_size, run_audit
 from swemill.validate.check import CheckContext, Checked
+from swemill.validate.chunks import ExecutorPool, executor_for_tasks
 from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
 from swemill.validate.drops import CANDIDATES_STAGE, candidate_records, summarize
 from swemill.validate.emit import emit_task, instance_id_of
 from swemill.validate.feed import FEED_STAGE, feed_digest, read_feed, write_feed
 from swemill.validate.pool import WorkerPool
 from swemill.validate.snapshot import digest
-
-if TYPE_CHECKING:
-    from swemill.executors.base import Executor
 
 __all__ = ["run_tasks", "TasksConfig", "TasksResult"]
 
@@ -92,8 +92,6 @@ class _Run:
 def _writer(config: TasksConfig) -> Callable[[list[FailingTest], str], str]:
     if not config.problem_writer:
         return lambda failures, repo: write_problem_statement(failures, repo)
-    from swemill.policies import policy_from_spec
-    from swemill.synth.problem import PolicyProblemWriter
 
     pw = PolicyProblemWriter(policy_from_spec(config.problem_writer))
     return pw.write
@@ -103,8 +101,6 @@ def _strategy(name: str, config: TasksConfig, bugs: list[ValidatedBug]):  # type
     if name == "combine":
         return make_strategy(name, bugs=bugs)
     if name == "rows":
-        from swemill.synth.rows import RowsSource
-
         return make_strategy(name, source=RowsSource(rows_path=config.rows,  # type: ignore[arg-type]
                                                      repo_dir=config.rows_repo))
     return make_strategy(name)
@@ -175,8 +171,6 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     config = (config or TasksConfig()).check()
     check_run_id(run_id)
     if executor is None and config.executor != "local":  # bad settings fail before any work
-        from swemill.executors.validation import executor_for_tasks
-
         executor = executor_for_tasks(config.executor, config.workers, store, source)
     say: Progress = progress or (lambda _label, _done, _total: None)
     started = time.monotonic()
@@ -205,8 +199,6 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
         pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
                           limits=limits, image=config.head_image)
     else:  # the same stream contract on a distributed executor (swemill.executors)
-        from swemill.executors.validation import ExecutorPool
-
         pool = ExecutorPool(executor, env, src.commit, ctx, n=config.workers,
                             backend=config.backend, limits=limits, source=source,
                             image=config.head_image)

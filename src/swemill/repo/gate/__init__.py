@@ -13,7 +13,7 @@ from typing import Literal
 
 from swemill.core.errors import GateRefused, SourceError
 from swemill.core.records import GateVerdict
-from swemill.repo.gate.decontam import benchmark_repos, matches, normalize_repo
+from swemill.repo.gate.decontam import benchmark_repos, matches, normalize_package, normalize_repo
 from swemill.repo.gate.license import license_of
 from swemill.repo.gate.spdx import DEFAULT_COPYLEFT
 
@@ -75,7 +75,6 @@ def gate_directory(
         extra.append(("resolved as", repo))
     found = matches(root, extra)
     if repo and "/" not in repo:  # a bare name is a package name (pypi:NAME==VER)
-        from swemill.repo.gate.decontam import normalize_package
 
         for bench in benchmark_repos():
             if normalize_package(repo) in bench.packages:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from swemill.core.errors import ConfigError, EnvBuildError, SourceError, ValidationError
 from swemill.core.records import Baseline, Candidate
-from swemill.executors.base import Executor
+from swemill.executors import Executor, stage_executor
 from swemill.repo.cache import cache_root
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.sources import require_portable, resolve_source
@@ -112,17 +112,14 @@ def validate_chunk(chunk: ValidateChunk) -> ChunkResult:
 
 
 def executor_for_tasks(name: str, workers: int, store: Store, source: str) -> Executor:
-    """The executor ``swemill tasks --executor NAME`` validates on."""
-    if name == "ray":
-        from swemill.executors.ray_tasks import RayExecutor
-
-        return RayExecutor(init_cpus=workers)
+    """The executor ``swemill tasks --executor NAME`` validates on (local validation runs on
+    :class:`~swemill.validate.pool.WorkerPool`'s threads, not on an executor)."""
+    if name == "local":
+        raise ConfigError("tasks: the local executor validates on the worker pool itself")
     if name == "aws-batch":
-        from swemill.executors.aws_batch import AwsBatchExecutor
-
         require_portable(source, "tasks")
-        return AwsBatchExecutor.from_env(store, job_name="swemill-tasks")
-    raise ConfigError(f"tasks: unknown executor {name!r}; choose local, ray or aws-batch")
+    return stage_executor(name, workers=workers, store=store, job_name="swemill-tasks",
+                          what="tasks: ")
 
 
 class ExecutorPool(WorkerPool):

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict
 from swemill.agent.rollout_config import RolloutConfig
 from swemill.core.errors import ConfigError
 from swemill.core.records import Task
-from swemill.executors.base import Executor, ItemFailed
+from swemill.executors import Executor, stage_executor
+from swemill.executors.base import ItemFailed
 from swemill.repo.sources import require_portable
 from swemill.store import Store
 
@@ -53,6 +54,7 @@ class ShardSummary(BaseModel):
 
 def rollout_shard(item: RolloutShard) -> ShardSummary:
     """Run and write one shard on this worker (the local path's own shard code)."""
+    # rollout imports this module (run_shards); the worker side imports it back only here
     from swemill.agent.rollout import RolloutStage, run_shard
 
     store = Store(item.root, storage_options=item.storage_options)
@@ -62,17 +64,14 @@ def rollout_shard(item: RolloutShard) -> ShardSummary:
 
 def executor_for_rollouts(name: str, workers: int, store: Store,
                           tasks: Sequence[Task] = ()) -> Executor:
-    if name == "ray":
-        from swemill.executors.ray_tasks import RayExecutor
-
-        return RayExecutor(init_cpus=workers)
+    """The executor ``swemill rollouts --executor NAME`` runs shards on."""
+    if name == "local":
+        raise ConfigError("rollouts: the local executor runs shards on the stage's own threads")
     if name == "aws-batch":
-        from swemill.executors.aws_batch import AwsBatchExecutor
-
         for source in sorted({str(t.metadata.get("source") or "") for t in tasks}):
             require_portable(source, "rollouts (the tasks' source)")
-        return AwsBatchExecutor.from_env(store, job_name="swemill-rollouts")
-    raise ConfigError(f"rollouts cannot run on executor {name!r}: local, ray or aws-batch")
+    return stage_executor(name, workers=workers, store=store, job_name="swemill-rollouts",
+                          what="rollouts: ")
 
 
 def run_shards(store: Store, tasks_run_id: str, run_id: str, config: RolloutConfig,
