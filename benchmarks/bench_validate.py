@@ -15,6 +15,10 @@ PASS_TO_PASS does not pass, in the naive full-suite runs is counted invalid.
 
     python benchmarks/bench_validate.py [--candidates 40] [--naive 10] [--workers 2]
         [--no-head-image] [--repeat 3] [--near-misses 2]
+    python benchmarks/bench_validate.py --against REV [--repos SPEC] [--rounds 3]
+
+``--against REV`` measures REV's validator and this checkout's side by side on the same
+candidates of one repository (default toolz), alternating; see ``validate_against.py``.
 
 swemill validates as ``swemill tasks`` does by default: survivors' newly failing tests run
 ``--repeat`` times on the broken tree, and each accepted task's ``--near-misses`` variants
@@ -284,7 +288,16 @@ def main() -> None:
                     help="validate without the workers' head images (every run a fresh pytest)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of a surviving broken tree")
     ap.add_argument("--near-misses", type=int, default=2, help="near-miss variants per task")
+    ap.add_argument("--against", metavar="REV",
+                    help="compare with REV's validator instead (see validate_against.py)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternations (--against)")
     args = ap.parse_args()
+    if args.against:
+        from validate_against import against
+
+        spec = args.repos.split(",")[0] if args.repos != ",".join(REPOS) else REPOS[1]
+        against(args.against, spec, args.rounds, args.candidates, args.workers, args.seed)
+        return
     global BACKEND, IMAGE, REPEAT, NEAR_MISSES
     BACKEND, IMAGE = args.backend, not args.no_head_image
     REPEAT, NEAR_MISSES = args.repeat, args.near_misses
