@@ -36,6 +36,7 @@ from swemill.agent.tree import Changes, tree_changes
 from swemill.core.errors import EnvBuildError, SandboxError, SwemillError, TestRunError
 from swemill.core.records import Outcome, Task
 from swemill.core.tools import ToolCall, validate_call
+from swemill.repo.commitenv import CommitEnvs
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.sources import resolve_source
 from swemill.sandbox import Sandbox, open_sandbox
@@ -66,29 +67,32 @@ class EnvConfig:
 
 
 class EnvResolver:
-    """``task.metadata["source"]`` -> the repository's built environment, once per source."""
+    """``task.metadata["source"]`` -> the repository's built environment, once per source; a
+    task validated in its base commit's own environment (``metadata.env_key`` names another
+    one than the head's) gets that one (:class:`~swemill.repo.commitenv.CommitEnvs`)."""
 
     def __init__(self, cache: Path | None = None) -> None:
         self.cache = cache
-        self._envs: dict[str, RepoEnv] = {}
+        self._envs: dict[str, CommitEnvs] = {}
         self._lock = threading.Lock()
 
     def __call__(self, task: Task) -> RepoEnv:
-
         source = str(task.metadata.get("source") or "")
         if not source:
             raise EnvBuildError(f"task {task.instance_id} names no source (metadata.source); "
                                 "its environment cannot be built")
         with self._lock:
-            env = self._envs.get(source)
-            if env is None:
-                try:
-                    env = build_env(resolve_source(source, cache=self.cache), cache=self.cache)
-                except SwemillError as exc:
-                    raise EnvBuildError(f"task {task.instance_id}: environment of {source!r} "
-                                        f"cannot be built: {exc}") from exc
-                self._envs[source] = env
-        return env
+            try:
+                envs = self._envs.get(source)
+                if envs is None:
+                    src = resolve_source(source, cache=self.cache)
+                    envs = CommitEnvs(build_env(src, cache=self.cache), src, cache=self.cache)
+                    self._envs[source] = envs
+                key = str(task.metadata.get("env_key") or envs.head.key)
+                return envs.head if key == envs.head.key else envs.for_commit(task.base_commit)
+            except SwemillError as exc:
+                raise EnvBuildError(f"task {task.instance_id}: environment of {source!r} "
+                                    f"cannot be built: {exc}") from exc
 
 
 class TaskEnv:

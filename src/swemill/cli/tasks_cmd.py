@@ -43,6 +43,9 @@ def register(app: typer.Typer) -> None:
         near_misses: Annotated[int, typer.Option(
             "--near-misses", min=0, help="Near-miss variants run against each task's lists "
             "for its near_miss columns (0: none).")] = 2,
+        commit_envs: Annotated[int, typer.Option(
+            "--commit-envs", min=0, help="Environments built for older base commits that "
+            "declare other dependencies than the head (0: they run in the head's).")] = 3,
         run_id: Annotated[str | None, typer.Option(
             "--run-id", help="Run id (default: a new time-sorted id).")] = None,
         resume: Annotated[bool, typer.Option(
@@ -87,7 +90,7 @@ def register(app: typer.Typer) -> None:
             return
         summary = _run(source, Store.open(out), _config(
             strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
-            executor, suite_timeout, recipe, repeat, near_misses),
+            executor, suite_timeout, recipe, repeat, near_misses, commit_envs),
             run_id, resume, quiet=json_out)
         if json_out:
             emit_json(summary)
@@ -100,7 +103,7 @@ def register(app: typer.Typer) -> None:
 def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
             audit: int | None, allow_contaminated: bool, backend: str, executor: str = "local",
             suite_timeout: float | None = None, recipe: Path | None = None,
-            repeat: int = 3, near_misses: int = 2) -> Any:
+            repeat: int = 3, near_misses: int = 2, commit_envs: int = 3) -> Any:
     from pydantic import ValidationError as PydanticError
 
     from swemill.validate.config import TasksConfig
@@ -110,7 +113,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
         "max_tasks": max_tasks, "seed": seed, "audit": audit,
         "allow_contaminated": allow_contaminated, "backend": backend, "executor": executor,
         "suite_timeout_s": suite_timeout, "recipe": recipe, "repeat": repeat,
-        "near_misses": near_misses,
+        "near_misses": near_misses, "commit_envs": commit_envs,
     }
     if workers is not None:
         opts["workers"] = workers
@@ -158,6 +161,8 @@ def _print(s: dict[str, Any]) -> None:
     for line in s.get("env_skipped", []):
         out.print(f"not installed (tests run without it): {line}", highlight=False,
                   markup=False)
+    for key, what in s.get("commit_envs", {}).items():
+        out.print(f"older commits' environment {key}: {what}", highlight=False, markup=False)
     t = s["timings_s"]
     out.print(f"setup {t.get('setup', 0):.1f} s, validation {t.get('validate', 0):.1f} s "
               f"({s['cpu_s']:.1f} CPU s), audited {s['audited']}"

@@ -3,7 +3,9 @@
 Layout under the cache root (``$SWEMILL_CACHE`` or ``~/.cache/swemill``)::
 
     sources/<kind>/<slug>-<hash16>/     working copies (each a git repository)
+    sources/commits/<slug>-<hash16>/    clones of a working copy at an older commit
     envs/<slug>@<commit12>/             venv/, recipe.json, build.log, baseline.json
+    envs/<slug>@deps-<hash12>/          an older commit's own (``repo.commitenv``)
     locks/                              one lock file per entry being built
 
 Every entry is built under a temporary name next to its final place and renamed into place

@@ -128,18 +128,20 @@ def load_env(path: Path, src_path: Path) -> RepoEnv | None:
 
 
 def build_env(src: ResolvedSource, *, cache: Path | None = None, recipe: Recipe | None = None,
-              rebuild: bool = False) -> RepoEnv:
+              rebuild: bool = False, key: str | None = None) -> RepoEnv:
     """Return the environment of ``src``, building it unless a matching one is cached.
 
     A given ``recipe`` (or one the repository commits) overrides detection
     (:func:`~swemill.repo.recipe.resolve_recipe`); a cached env built from another recipe is
-    rebuilt.
+    rebuilt. ``key`` names the cache entry (default :func:`env_key`, the repository at its
+    commit; an older commit's environment is named by what it declares, see
+    :mod:`swemill.repo.commitenv`).
     """
     if not has_tests(src.path):
         raise EnvBuildError(f"no tests found in {src.repo} ({src.path}): nothing to run")
     recipe = resolve_recipe(src.path, recipe)
     root = cache_root(cache)
-    key = env_key(src)
+    key = key or env_key(src)
     final = root / "envs" / key
     with entry_lock(root, f"env-{key}"):
         env = load_env(final, src.path)

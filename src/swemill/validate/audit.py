@@ -101,12 +101,16 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
     return finding
 
 
-def run_audit(store: Store, pairs: list[tuple[Task, Golden]], k: int, env: RepoEnv,
-              baseline: Baseline, *, seed: int = 0, backend: str = "auto",
-              say: Callable[[str, int, int], None] | None = None) -> list[AuditFinding]:
+def run_audit(store: Store, pairs: list[tuple[Task, Golden]], k: int,
+              env: RepoEnv | Callable[[Task], RepoEnv], baseline: Baseline, *, seed: int = 0,
+              backend: str = "auto", say: Callable[[str, int, int], None] | None = None
+              ) -> list[AuditFinding]:
     """Audit a seeded sample of ``k`` of ``pairs``; after a disagreement, all the others too.
-    Returns one finding per audited task, in the order audited."""
+    ``env``: the environment every task runs in, or the one each task ran in (a task at an
+    older commit may have had its own). Returns one finding per audited task, in the order
+    audited."""
     tell = say or (lambda _label, _done, _total: None)
+    env_of = env if callable(env) else (lambda _task: env)
     ordered = sorted(pairs, key=lambda p: p[0].instance_id)
     chosen = random.Random(f"audit:{seed}").sample(ordered, min(k, len(ordered)))
     findings: list[AuditFinding] = []
@@ -114,7 +118,8 @@ def run_audit(store: Store, pairs: list[tuple[Task, Golden]], k: int, env: RepoE
     while todo:
         task, golden = todo.pop(0)
         tell(f"auditing {task.instance_id}", len(findings), len(findings) + len(todo) + 1)
-        findings.append(audit_task(store, task, golden, env, baseline, backend=backend))
+        findings.append(audit_task(store, task, golden, env_of(task), baseline,
+                                   backend=backend))
         if not findings[-1].ok and len(chosen) < len(ordered):
             seen = {p[0].instance_id for p in chosen}
             todo += [p for p in ordered if p[0].instance_id not in seen]

@@ -46,6 +46,8 @@ class Checked:
     near_miss: tuple[int, int] | None = None
     """(variants tried, variants caught) for an accepted candidate that came with near-miss
     variants; caught: at least one FAIL_TO_PASS or PASS_TO_PASS test did not pass."""
+    env_key: str = ""
+    """The environment it ran in (the head's, or its base commit's own)."""
 
     @property
     def reason(self) -> str:
@@ -160,7 +162,7 @@ class CheckContext:
                        if "::" not in t and o in FAILING}
         durations = {t: self.baseline.durations_s.get(t, max(self.baseline.durations_s.values(),
                                                              default=1.0)) for t in ids}
-        return Baseline(repo=self.baseline.repo, commit=commit, env_key=self.baseline.env_key,
+        return Baseline(repo=self.baseline.repo, commit=commit, env_key=worker.env.key,
                         runs=n, outcomes=outcomes, durations_s=durations, flaky=flaky,
                         collect_errors=dict(sorted(uncollected.items())),
                         startup_s=self.baseline.startup_s, test_cmd=self.baseline.test_cmd)
@@ -196,16 +198,19 @@ def _refused(cand: Candidate, reason: str, commit: str, detail: str = "") -> Che
 
 
 def check_candidate(ctx: CheckContext, worker: Worker, cand: Candidate) -> Checked:
-    """Run and judge one candidate; the worker's workspace is left at the head commit."""
+    """Run and judge one candidate; the worker's workspace is left at its head commit (the
+    clone's commit for a worker of another commit's environment)."""
     commit = str(cand.metadata.get("base_commit") or ctx.head)
     base_patch = str(cand.metadata.get("base_patch") or "")
     try:
-        return _check(ctx, worker, cand, commit, base_patch)
+        out = _check(ctx, worker, cand, commit, base_patch)
     except SandboxError as exc:
         # The warm server died twice (memory, a crash it could not contain): a counted drop.
-        return _refused(cand, "crashed", commit, first_error(str(exc)))
+        out = _refused(cand, "crashed", commit, first_error(str(exc)))
     finally:
-        worker.reset(ctx.head)
+        worker.reset(worker.head)
+    out.env_key = worker.env.key
+    return out
 
 
 def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,

@@ -76,6 +76,10 @@ class TasksConfig(BaseModel):
     pytest afresh in a fork of the warm server."""
     combine_feed: int = Field(default=6, ge=0)
     """With ``combine``: validate at least this many bugs of the first strategy to merge."""
+    commit_envs: int = Field(default=3, ge=0)
+    """Base commits (pr-mirror, rows) that declare other dependencies than the head run in an
+    environment built for them (cached by what they declare); at most this many are built per
+    run, the other commits run in the head's (0: all do). See ``swemill.repo.commitenv``."""
     recipe: Path | None = None
     """An install recipe file (``--recipe``, see docs/recipes.md) instead of the detected one
     (or the repository's committed ``.swemill/recipe.toml``)."""
@@ -150,6 +154,9 @@ class TasksResult:
     """Top drop reasons of the source's candidates (read back from ``candidates/``)."""
     env_skipped: list[str] = field(default_factory=list)
     """Test dependencies the environment could not install (``requirement: cause``)."""
+    commit_envs: dict[str, str] = field(default_factory=dict)
+    """Environments built for older base commits (key -> the commit), and those not built
+    (``deps-<hash>`` -> why their commits ran in the head's)."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -164,6 +171,7 @@ class TasksResult:
             "instance_ids": self.instance_ids, "audited": self.audited,
             "audit_rejected": self.audit_rejected, "resumed": self.resumed,
             "head_image": self.head_image, "env_skipped": self.env_skipped,
+            "commit_envs": self.commit_envs,
             "drop_summary": self.drop_summary.to_dict() if self.drop_summary else None,
             "drop_lines": self.drop_summary.lines() if self.drop_summary else [],
         }

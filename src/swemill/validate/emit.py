@@ -20,7 +20,7 @@ from swemill.core.errors import ValidationError
 from swemill.core.records import Golden, LicenseTier, Task
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
-from swemill.store.layout import env_prefix, snapshot_key
+from swemill.store.layout import snapshot_key
 from swemill.synth.patches import reverse_patch
 from swemill.synth.problem import FailingTest
 from swemill.validate.check import Checked
@@ -74,10 +74,13 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec: str,
-              repo: str, env_repo: str, env_commit: str, test_cmd: str,
+              repo: str, env_recipe: str, test_cmd: str,
               license_tier: LicenseTier, writer: Writer,
               generated: Sequence[str] = ()) -> tuple[Task, Golden]:
-    """Snapshot the scrubbed broken tree and build the two rows of one accepted candidate."""
+    """Snapshot the scrubbed broken tree and build the two rows of one accepted candidate.
+    ``env_recipe`` names the environment it was validated in (``envs/<repo>@<commit>`` for
+    the head's, ``envs/<repo>@deps-<hash>`` for its base commit's own); ``checked.env_key``
+    goes into the row's metadata as ``env_key``."""
     cand, verdict = checked.candidate, checked.verdict
     iid = instance_id_of(cand.repo or repo, cand.candidate_id)
     tmp = scratch_dir("snap")
@@ -101,8 +104,9 @@ def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec
         instance_id=iid, repo=cand.repo or repo, base_commit=checked.base_commit,
         problem_statement=statement, FAIL_TO_PASS=verdict.fail_to_pass,
         PASS_TO_PASS=verdict.pass_to_pass, test_cmd=test_cmd, strategy=cand.strategy,
-        license_tier=license_tier, env_recipe=env_prefix(env_repo, env_commit), snapshot=key,
+        license_tier=license_tier, env_recipe=env_recipe, snapshot=key,
         metadata={"source": spec, "snapshot_sha256": digest(data), "scope": cand.scope,
+                  **({"env_key": checked.env_key} if checked.env_key else {}),
                   "selected_tests": checked.selected, "parents": list(cand.parents)},
         flake_rate=verdict.flake_rate, n_fail_to_pass=len(verdict.fail_to_pass),
         n_pass_to_pass=len(verdict.pass_to_pass),

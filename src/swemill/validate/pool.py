@@ -4,11 +4,16 @@ Candidates are numbered in the order the strategy yields them. Workers take them
 come, but the result is decided by that order alone: validation stops once the contiguous
 prefix of finished candidates holds ``target`` accepted ones, and only that prefix counts.
 So the same seed gives the same tasks however many workers run and however they race.
+
+A candidate whose base commit declares other dependencies than the head runs in that commit's
+environment (:class:`~swemill.repo.commitenv.CommitEnvs`): each such environment gets its own
+base sandbox (a clone at that commit) and up to ``n`` workers, made when first needed.
 """
 
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -16,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from swemill.core.records import Candidate
+from swemill.repo.commitenv import CommitEnvs
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import Limits
 from swemill.sandbox.base import Sandbox
@@ -43,13 +49,18 @@ class WorkerPool:
     """``n`` workers, each a fork of one base sandbox with its own warm server."""
 
     def __init__(self, env: RepoEnv, head: str, ctx: CheckContext, *, n: int, backend: str,
-                 limits: Limits, preimport: tuple[str, ...] = (), image: bool = True) -> None:
+                 limits: Limits, preimport: tuple[str, ...] = (), image: bool = True,
+                 envs: CommitEnvs | None = None) -> None:
         self.env, self.head, self.ctx, self.n = env, head, ctx, n
         self.image = image
+        self.envs = envs
         self._backend, self._limits, self._preimport = backend, limits, preimport
         self._base: Sandbox | None = None
         self._workers: list[Worker] = []
         self._free: queue.Queue[Worker] = queue.Queue()
+        self._others: dict[str, _Crew] = {}
+        """Workers of the other commits' environments, by environment key."""
+        self._lock = threading.Lock()
         self._exec: ThreadPoolExecutor | None = None
         self._closed_cpu = 0.0
         self._closed_image: dict[str, object] = {}
@@ -66,14 +77,24 @@ class WorkerPool:
         return self._exec
 
     def _one(self, cand: Candidate) -> Checked:
-        worker = self._free.get()
         start = time.monotonic()
+        commit = str(cand.metadata.get("base_commit") or self.head)
+        env = self.envs.for_commit(commit) if self.envs is not None else self.env
+        free = self._free if env.key == self.env.key else self._crew(env).take()
+        worker = free.get()
         try:
             checked = check_candidate(self.ctx, worker, cand)
         finally:
-            self._free.put(worker)
+            free.put(worker)
         checked.wall_s = time.monotonic() - start
         return checked
+
+    def _crew(self, env: RepoEnv) -> _Crew:
+        with self._lock:
+            crew = self._others.get(env.key)
+            if crew is None:
+                crew = self._others[env.key] = _Crew(self, env)
+            return crew
 
     def stream(self, candidates: Iterator[Candidate], target: int,
                progress: Progress | None = None) -> StreamResult:
@@ -92,6 +113,8 @@ class WorkerPool:
                 if cand is None:
                     exhausted = True
                     break
+                if self.envs is not None:  # in candidate order: the same commits get envs
+                    self.envs.admit(str(cand.metadata.get("base_commit") or self.head))
                 pending[ex.submit(self._one, cand)] = nxt
                 nxt += 1
             if not pending:
@@ -145,6 +168,36 @@ class WorkerPool:
         self._closed_cpu = self.cpu_s
         self._closed_image = self.image_stats()
         self._workers.clear()
-        if self._base is not None:
-            self._base.close()
-            self._base = None
+        for sb in [self._base, *(c.base for c in self._others.values())]:
+            if sb is not None:
+                sb.close()
+        self._base = None
+        self._others.clear()
+
+
+class _Crew:
+    """The workers of one other commit's environment: a base sandbox (the clone at that
+    commit) and forks of it, made one by one while every existing one is busy, at most the
+    pool's ``n``. Their head is the clone's commit and they keep no head image (the image
+    serves the head commit's coverage-selected runs only)."""
+
+    def __init__(self, pool: WorkerPool, env: RepoEnv) -> None:
+        self.pool, self.env = pool, env
+        self.base: Sandbox | None = None
+        self.free: queue.Queue[Worker] = queue.Queue()
+        self.made = 0
+
+    def take(self) -> queue.Queue[Worker]:
+        """The queue to take a worker from, with one more worker in it if all are busy."""
+        pool = self.pool
+        with pool._lock:
+            if not self.free.empty() or self.made >= pool.n:
+                return self.free
+            self.made += 1
+            if self.base is None:
+                self.base = open_base(self.env, backend=pool._backend, limits=pool._limits)
+            worker = Worker(self.env, self.base, self.env.commit, pool._preimport,
+                            prewarm_s=pool.ctx.timeout(pool.ctx.baseline, None), image=False)
+            pool._workers.append(worker)
+        self.free.put(worker)
+        return self.free

@@ -18,23 +18,21 @@ import resource
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from swemill.core.errors import StoreError
 from swemill.core.records import CandidateRecord, Golden, RunManifest, Task, utcnow
 from swemill.executors import Executor
-from swemill.policies import policy_from_spec
-from swemill.repo.envbuild import RepoEnv, build_env
+from swemill.repo.commitenv import CommitEnvs
+from swemill.repo.envbuild import build_env
 from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
 from swemill.repo.recipe import load_recipe
-from swemill.repo.sources import ResolvedSource, resolve_source
+from swemill.repo.sources import resolve_source
 from swemill.sandbox import Limits
 from swemill.store import Store, schema_for_model
 from swemill.store.layout import check_run_id, gate_verdicts_key, manifest_key
 from swemill.synth import make_strategy
 from swemill.synth.base import RepoView
 from swemill.synth.combine import ValidatedBug
-from swemill.synth.problem import FailingTest, PolicyProblemWriter, write_problem_statement
 from swemill.synth.rows import RowsSource
 from swemill.testing.baseline import run_baseline
 from swemill.testing.runner import command_line
@@ -44,9 +42,10 @@ from swemill.validate.check import CheckContext, Checked
 from swemill.validate.chunks import ExecutorPool, executor_for_tasks
 from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
 from swemill.validate.drops import CANDIDATES_STAGE, candidate_records, summarize
-from swemill.validate.emit import emit_task, instance_id_of
+from swemill.validate.emit import instance_id_of
 from swemill.validate.feed import FEED_STAGE, feed_digest, read_feed, write_feed
 from swemill.validate.pool import WorkerPool
+from swemill.validate.runstate import RunState, problem_writer
 from swemill.validate.snapshot import digest
 
 __all__ = ["run_tasks", "TasksConfig", "TasksResult"]
@@ -63,38 +62,6 @@ def _cpu() -> float:
 def _quotas(total: int, names: list[str]) -> dict[str, int]:
     k = len(names)
     return {n: total // k + (1 if i < total % k else 0) for i, n in enumerate(names)}
-
-
-@dataclass
-class _Run:
-    """Everything one run shares between its strategies."""
-
-    spec: str
-    src: ResolvedSource
-    env: RepoEnv
-    store: Store
-    run_id: str
-    config: TasksConfig
-    tier: str
-    test_cmd: str
-    writer: Callable[[list[FailingTest], str], str]
-    progress: Progress
-
-    def emit(self, checked: list[Checked]) -> list[tuple[Task, Golden]]:
-        return [emit_task(self.store, c, run_id=self.run_id, source=self.src.path,
-                          spec=self.spec, repo=self.src.repo, env_repo=self.env.repo,
-                          env_commit=self.env.commit, test_cmd=self.test_cmd,
-                          license_tier=self.tier, writer=self.writer,  # type: ignore[arg-type]
-                          generated=self.env.generated)
-                for c in checked]
-
-
-def _writer(config: TasksConfig) -> Callable[[list[FailingTest], str], str]:
-    if not config.problem_writer:
-        return lambda failures, repo: write_problem_statement(failures, repo)
-
-    pw = PolicyProblemWriter(policy_from_spec(config.problem_writer))
-    return pw.write
 
 
 def _strategy(name: str, config: TasksConfig, bugs: list[ValidatedBug]):  # type: ignore[no-untyped-def]
@@ -122,7 +89,7 @@ def _sources(manifest: RunManifest) -> dict[str, dict[str, dict[str, object]]]:
     return manifest.metadata.setdefault("tasks_sources", {})  # type: ignore[no-any-return]
 
 
-def _resumed(store: Store, run: _Run, name: str, manifest: RunManifest,
+def _resumed(store: Store, run: RunState, name: str, manifest: RunManifest,
              bugs: list[ValidatedBug]) -> tuple[StrategyYield, list[tuple[Task, Golden]]] | None:
     """What an earlier attempt recorded for strategy ``name``, read back from its shards;
     None when it must be redone (no record, a shard missing or corrupt, another feed)."""
@@ -180,15 +147,18 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
         src.path, source=source, repo=src.repo,
         policy=GatePolicy(allow_contaminated=config.allow_contaminated)))
     say(f"environment of {src.repo}", 0, 0)
-    env = build_env(src, recipe=load_recipe(config.recipe) if config.recipe else None)
+    recipe = load_recipe(config.recipe) if config.recipe else None
+    env = build_env(src, recipe=recipe)
     suite_timeout = suite_timeout_for(env.source_path, config.suite_timeout_s).seconds
     baseline = run_baseline(env, backend=config.backend, suite_timeout=suite_timeout,
                             step=lambda msg: say(msg, 0, 0))
     setup_s = time.monotonic() - started
     manifest = _manifest(store, run_id, source, config)
     store.write_jsonl(gate_verdicts_key(run_id), [verdict])
-    run = _Run(source, src, env, store, run_id, config, verdict.license_tier, command_line(env),
-               _writer(config), say)
+    envs = CommitEnvs(env, src, recipe=recipe, limit=config.commit_envs,
+                      say=lambda line: say(line, 0, 0))
+    run = RunState(source, src, env, store, run_id, config, verdict.license_tier, command_line(env),
+               problem_writer(config), say, envs)
     result = TasksResult(run_id, source, src.repo, src.commit, verdict.license_tier,
                          timings_s={"setup": round(setup_s, 3)},
                          env_skipped=[f"{k.requirement}: {k.reason}" for k in env.skipped])
@@ -197,7 +167,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     limits = Limits(timeout_s=suite_timeout, memory_mb=config.memory_mb)
     if executor is None:  # config.executor is local: anything else was built above
         pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
-                          limits=limits, image=config.head_image)
+                          limits=limits, image=config.head_image, envs=envs)
     else:  # the same stream contract on a distributed executor (swemill.executors)
         pool = ExecutorPool(executor, env, src.commit, ctx, n=config.workers,
                             backend=config.backend, limits=limits, source=source,
@@ -228,12 +198,15 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     finally:
         pool.close()
     result.cpu_s = _cpu() - cpu0 + pool.cpu_s
+    result.commit_envs = dict(envs.notes)
     result.head_image = pool.image_stats()
     result.timings_s["validate"] = round(time.monotonic() - v_start, 3)
     k = audit_size(len(result.instance_ids), config.audit)
     if k:
         a_start = time.monotonic()
-        findings = run_audit(store, _read_pairs(store, run_id, result.instance_ids), k, env,
+        findings = run_audit(store, _read_pairs(store, run_id, result.instance_ids), k,
+                             lambda t: envs.by_key(str(t.metadata.get("env_key"))) or
+                             envs.for_commit(t.base_commit),
                              baseline, seed=config.seed, backend=config.backend, say=say)
         result.audited = len(findings)
         result.audit_rejected = {f.instance_id: f.describe() for f in findings if not f.ok}
@@ -248,7 +221,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     return result
 
 
-def _one_strategy(run: _Run, pool: WorkerPool, view: RepoView, name: str, quota: int,
+def _one_strategy(run: RunState, pool: WorkerPool, view: RepoView, name: str, quota: int,
                   feed: int, bugs: list[ValidatedBug], result: TasksResult
                   ) -> tuple[list[tuple[Task, Golden]], int]:
     """Validate and write one strategy's shards; returns its pairs and how many bugs it
@@ -288,7 +261,7 @@ def _one_strategy(run: _Run, pool: WorkerPool, view: RepoView, name: str, quota:
     return pairs, len(fed)
 
 
-def _fed(run: _Run, accepted: list[Checked]) -> list[ValidatedBug]:
+def _fed(run: RunState, accepted: list[Checked]) -> list[ValidatedBug]:
     """Every accepted bug combine can merge (made on the base commit itself), not only the
     ones written as tasks: the first strategy validates extra ones for combine."""
     return [ValidatedBug(instance_id=instance_id_of(c.candidate.repo or run.src.repo,
@@ -315,7 +288,7 @@ def _counts(y: StrategyYield) -> dict[str, int]:
             **{f"skipped_{k}": v for k, v in sorted(y.skipped.items())}}
 
 
-def _record(store: Store, manifest: RunManifest, run: _Run, result: TasksResult,
+def _record(store: Store, manifest: RunManifest, run: RunState, result: TasksResult,
             name: str, *, feed: int, fed: str | None) -> None:
     """The strategy's counts, how many bugs it fed combine and (for combine) a digest of
     what it was fed: written after its shards, so a record always means they are there."""
@@ -346,7 +319,7 @@ def _totals(manifest: RunManifest) -> None:
         manifest.license_tiers[tier] = n
 
 
-def _remove(store: Store, manifest: RunManifest, run: _Run, result: TasksResult) -> None:
+def _remove(store: Store, manifest: RunManifest, run: RunState, result: TasksResult) -> None:
     """Take the tasks the audit rejected out of their shards (rows, goldens, snapshots), mark
     their ``candidates/`` rows dropped (``audit_rejected``) and count them per strategy, so
     nothing exports them."""

@@ -1,0 +1,70 @@
+"""What one ``swemill tasks`` run shares between its strategies, and how it writes a task.
+
+Each accepted candidate is written with the environment it was validated in: the head's, or
+its base commit's own (:class:`~swemill.repo.commitenv.CommitEnvs`), whose key, test command
+and generated files go with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from swemill.core.records import Golden, Task
+from swemill.policies import policy_from_spec
+from swemill.repo.commitenv import CommitEnvs
+from swemill.repo.envbuild import RepoEnv
+from swemill.repo.sources import ResolvedSource
+from swemill.store import Store
+from swemill.store.layout import env_prefix
+from swemill.synth.problem import FailingTest, PolicyProblemWriter, write_problem_statement
+from swemill.testing.runner import command_line
+from swemill.validate.check import Checked
+from swemill.validate.config import TasksConfig
+from swemill.validate.emit import emit_task
+
+__all__ = ["RunState", "problem_writer"]
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class RunState:
+    """Everything one run shares between its strategies."""
+
+    spec: str
+    src: ResolvedSource
+    env: RepoEnv
+    store: Store
+    run_id: str
+    config: TasksConfig
+    tier: str
+    test_cmd: str
+    writer: Callable[[list[FailingTest], str], str]
+    progress: Progress
+    envs: CommitEnvs
+
+    def emit(self, checked: list[Checked]) -> list[tuple[Task, Golden]]:
+        """Each task with its environment's test command and key: the head's, or its base
+        commit's own (whose clone holds what that build generated)."""
+        out = []
+        for c in checked:
+            env = self.envs.by_key(c.env_key) or self.env
+            own = env.key != self.env.key
+            out.append(emit_task(
+                self.store, c, run_id=self.run_id, source=env.source_path if own else
+                self.src.path, spec=self.spec, repo=self.src.repo,
+                env_recipe=env_prefix(env.repo, env.key.rpartition("@")[2] if own
+                                      else self.env.commit),
+                test_cmd=command_line(env) if own else self.test_cmd,
+                license_tier=self.tier, writer=self.writer,  # type: ignore[arg-type]
+                generated=env.generated))
+        return out
+
+
+def problem_writer(config: TasksConfig) -> Callable[[list[FailingTest], str], str]:
+    """The template from the failing tests, or the policy ``--problem-writer`` names."""
+    if not config.problem_writer:
+        return lambda failures, repo: write_problem_statement(failures, repo)
+    pw = PolicyProblemWriter(policy_from_spec(config.problem_writer))
+    return pw.write
