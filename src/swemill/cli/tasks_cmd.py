@@ -67,10 +67,12 @@ def register(app: typer.Typer) -> None:
                              "see docs/recipes.md.")] = None,
         run: Annotated[str | None, typer.Option(
             "--run", help="export: the run whose tasks to export.")] = None,
-        fmt: Annotated[str, typer.Option("--format", help="export: only 'swebench'.")]
-        = "swebench",
+        fmt: Annotated[str, typer.Option(
+            "--format", help="export: 'swebench' (JSONL) or 'harbor' (task directories, "
+            "with the fix in solution/).")] = "swebench",
         dest: Annotated[Path | None, typer.Option(
-            "--dest", help="export: JSONL file to write (default: stdout).")] = None,
+            "--dest", help="export: JSONL file to write (default: stdout); harbor: the "
+            "directory to write (required).")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
         = False,
     ) -> None:
@@ -183,8 +185,13 @@ def _export(store: Any, run: str, fmt: str, dest: Path | None) -> None:
     from swemill.core.records import Golden, Task
     from swemill.validate.export import swebench_rows
 
+    if fmt == "harbor":
+        from swemill.cli.export_cmd import harbor_export
+
+        harbor_export(store, run, dest)
+        return
     if fmt != "swebench":
-        fail(f"unknown export format {fmt!r}: only swebench")
+        fail(f"unknown export format {fmt!r}: swebench or harbor")
     tasks = store.read_records("tasks", run, Task)
     goldens = store.read_records("golden", run, Golden)
     lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in swebench_rows(tasks, goldens)]
