@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from swemill.corpus.guard import GoldenGuard
+
 from swemill.exports.harbor import FIX_WARNING, export_harbor
 from swemill.validate.snapshot import unpack_tree
 
