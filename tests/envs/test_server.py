@@ -14,20 +14,20 @@ import httpx
 import pytest
 from tests.agent.hack_policies import HACKS
 
+from swemill.envs.launch import ServerProcess
 from swemill.policies.base import policy_from_spec
 from swemill.policies.scripted import ScriptedPolicy
 from swemill.validate.guard import GoldenGuard
 
 from .conftest import SampleTasks, play
-from .server_proc import Served
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def server(sample_tasks: SampleTasks) -> Iterator[Served]:
-    served = Served(sample_tasks.root, sample_tasks.run_id, sample_tasks.cache,
-                    "--max-sessions", "3", "--test-timeout", "120")
+def server(sample_tasks: SampleTasks) -> Iterator[ServerProcess]:
+    served = ServerProcess(sample_tasks.root, sample_tasks.run_id, "--max-sessions", "3",
+                           "--test-timeout", "120", cache=sample_tasks.cache)
     yield served
     served.stop()
 
@@ -49,7 +49,8 @@ def _episode(client: httpx.Client, task_id: str, policy: Any) -> dict[str, Any]:
     return last
 
 
-def test_the_oracle_is_rewarded_on_every_task(server: Served, sample_tasks: SampleTasks) -> None:
+def test_the_oracle_is_rewarded_on_every_task(server: ServerProcess,
+                                              sample_tasks: SampleTasks) -> None:
     with httpx.Client(base_url=server.url, timeout=300) as client:
         listed = [t["instance_id"] for t in client.get("/tasks").json()["tasks"]]
         assert listed == sorted(t.instance_id for t in sample_tasks.tasks)
@@ -61,7 +62,7 @@ def test_the_oracle_is_rewarded_on_every_task(server: Served, sample_tasks: Samp
 
 
 @pytest.mark.parametrize("kind", ["pyc_cache", "conftest_root", "shadow_pytest"])
-def test_a_battery_hack_earns_nothing(server: Served, sample_tasks: SampleTasks,
+def test_a_battery_hack_earns_nothing(server: ServerProcess, sample_tasks: SampleTasks,
                                       kind: str) -> None:
     task_id = sample_tasks.tasks[0].instance_id
     hack = ScriptedPolicy([*HACKS[kind], _submit()], name=f"hack:{kind}")
@@ -78,7 +79,7 @@ def _submit() -> Any:
     return ToolCall("submit", {})
 
 
-def test_no_response_carries_golden_data(server: Served, sample_tasks: SampleTasks) -> None:
+def test_no_response_carries_golden_data(server: ServerProcess, sample_tasks: SampleTasks) -> None:
     """Every endpoint, successes and errors, for every task: no golden line and no definition
     of a deleted symbol (of that task: another task's broken tree holds this one's fix), no
     patch, no PASS_TO_PASS name, no task metadata."""
@@ -132,7 +133,8 @@ def _changed_file(sample_tasks: SampleTasks, task_id: str) -> str:
     return next(line[6:] for line in patch.splitlines() if line.startswith("+++ b/"))
 
 
-def test_back_pressure_step_limit_and_schema(server: Served, sample_tasks: SampleTasks) -> None:
+def test_back_pressure_step_limit_and_schema(server: ServerProcess,
+                                             sample_tasks: SampleTasks) -> None:
     task_id = sample_tasks.tasks[0].instance_id
     with httpx.Client(base_url=server.url, timeout=300) as client:
         sids = [client.post("/sessions", json={"task_id": task_id, "max_steps": 1}).json()
@@ -162,8 +164,8 @@ def test_back_pressure_step_limit_and_schema(server: Served, sample_tasks: Sampl
 
 
 def test_token_and_idle_timeout(sample_tasks: SampleTasks) -> None:
-    served = Served(sample_tasks.root, sample_tasks.run_id, sample_tasks.cache,
-                    "--token", "s3cret", "--idle-timeout", "1")
+    served = ServerProcess(sample_tasks.root, sample_tasks.run_id, "--token", "s3cret",
+                           "--idle-timeout", "1", cache=sample_tasks.cache)
     try:
         with httpx.Client(base_url=served.url, timeout=60) as client:
             assert client.get("/tasks").status_code == 401
@@ -184,7 +186,7 @@ def test_token_and_idle_timeout(sample_tasks: SampleTasks) -> None:
         served.stop()
 
 
-def test_the_example_client_runs_against_the_server(server: Served,
+def test_the_example_client_runs_against_the_server(server: ServerProcess,
                                                     sample_tasks: SampleTasks) -> None:
     import subprocess
     import sys

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from swemill.corpus.guard import GoldenGuard
 
 from swemill.exports.harbor import FIX_WARNING, export_harbor
+from swemill.validate.guard import GoldenGuard
 from swemill.validate.snapshot import unpack_tree
 
 from .conftest import SampleTasks
