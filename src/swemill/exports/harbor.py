@@ -51,9 +51,13 @@ class HarborExport:
 
 
 def _env_dir(task: Task, cache: Path | None) -> Path | None:
-    name = task.env_recipe.removeprefix("envs/")
-    slug, _, commit = name.partition("@")
-    path = cache_root(cache) / "envs" / f"{slug}@{commit[:12]}"
+    """The cached environment the task was validated in: ``metadata.env_key`` when the base
+    commit had its own, else the head's (``envs/<slug>@<commit12>``)."""
+    key = str(task.metadata.get("env_key") or "")
+    if not key:
+        slug, _, commit = task.env_recipe.removeprefix("envs/").partition("@")
+        key = f"{slug}@{commit[:12]}"
+    path = cache_root(cache) / "envs" / key
     return path if (path / "recipe.json").is_file() else None
 
 
