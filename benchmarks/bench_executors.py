@@ -19,10 +19,10 @@ import sys
 import time
 
 from swemill.executors.aws_batch import AwsBatchExecutor, result_key
-from swemill.executors.local import LocalExecutor
-from swemill.executors.testing import square
+from swemill.executors.process_pool import LocalExecutor
 from swemill.store import Store
-from swemill.store.testing import local_s3
+from swemill_testkit.executors import square
+from swemill_testkit.store import local_s3
 
 
 def _per_item(executor: object, n: int, repeat: int) -> float:

@@ -1,6 +1,6 @@
 """Ingest throughput (MB/s, one core) and peak memory for two corpus sizes.
 
-Generates Claude Code-shaped session JSONL (``swemill.traces.fake_sessions``: one line per
+Generates Claude Code-shaped session JSONL (``swemill_testkit.fake_sessions``: one line per
 content block, repeated usage, thinking with signatures, tool results of 1-10 KB) into a temp
 folder, then ingests each corpus in a fresh process pinned to one CPU and reports:
 
@@ -110,7 +110,7 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
-    from swemill.traces.fake_sessions import generate_corpus, generate_session_file
+    from swemill_testkit.fake_sessions import generate_corpus, generate_session_file
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="swemill-bench-ingest-"))
     rows: list[tuple[int, list[dict]]] = []

@@ -27,8 +27,8 @@ from swemill.core.errors import BudgetExceeded
 from swemill.core.records import Message, TextBlock
 from swemill.core.tools import tool_schemas
 from swemill.policies import Price, policy_from_spec
-from swemill.policies.fake_server import FakeOpenAIServer, FakeReply, FakeToolCall
 from swemill.policies.scripted import OraclePolicy
+from swemill_testkit.fake_server import FakeOpenAIServer, FakeReply, FakeToolCall
 
 MESSAGES = [Message(role="user", content=[TextBlock(text="Fix the failing test.")])]
 

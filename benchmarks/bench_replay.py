@@ -1,6 +1,6 @@
 """Replay throughput against fake teachers on loopback, and batch planning at scale.
 
-Three fake OpenAI-compatible servers (``swemill.policies.fake_server``) answer every call
+Three fake OpenAI-compatible servers (``swemill_testkit.fake_server``) answer every call
 after a fixed latency, like a hosted model would. The same states are replayed at several
 concurrencies under a dollar budget large enough not to refuse; reported: calls per second
 (median of ``--repeat`` runs) and the speed-up over concurrency 1. Then the shard plan of
@@ -20,11 +20,11 @@ from contextlib import ExitStack
 from swemill.agent.budget import Budget
 from swemill.core.records import Message, TextBlock
 from swemill.core.tools import ToolCall, tool_schemas
-from swemill.policies.fake_server import FakeOpenAIServer, tool_reply
 from swemill.replay.batch_plan import BatchQuotas, plan_shards
 from swemill.replay.realtime import replay_realtime
 from swemill.replay.teachers import make_policy, parse_teacher
-from swemill.traces.records import TraceState
+from swemill.traces.states import TraceState
+from swemill_testkit.fake_server import FakeOpenAIServer, tool_reply
 
 MODELS = ("qwen3-coder", "llama-3.3-70b", "mistral-large")
 

@@ -45,7 +45,7 @@ def main() -> None:
     from swemill.core.tools import ToolCall
     from swemill.policies.scripted import OraclePolicy
     from swemill.store import Store
-    from swemill.validate.config import TasksConfig
+    from swemill.validate.tasks_config import TasksConfig
     from swemill.validate.validator import run_tasks
 
     store = Store.open(str(tmp / "store"))

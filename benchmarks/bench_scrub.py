@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _median_mb_s(texts: list[str], repeat: int) -> tuple[float, int]:
-    from swemill.corpus.scrub import scrub
+    from swemill.corpus.redact import scrub
 
     size = sum(len(t.encode()) for t in texts)
     times, redacted = [], 0
@@ -42,7 +42,7 @@ def accuracy() -> None:
     from collections import Counter
 
     from swemill.corpus.planted import clean_lines, planted
-    from swemill.corpus.scrub import scrub
+    from swemill.corpus.redact import scrub
 
     corpus = planted()
     missed = [p for p in corpus if p.secret in scrub(p.text).text]

@@ -54,12 +54,12 @@ from swemill.core.records import Baseline, Candidate
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.sources import resolve_source
 from swemill.sandbox import Limits, open_sandbox
+from swemill.suite.baseline import run_baseline
+from swemill.suite.runner import run_tests
+from swemill.suite.timeouts import adaptive_timeout
 from swemill.synth import make_strategy
-from swemill.synth.base import RepoView
 from swemill.synth.patches import reverse_patch
-from swemill.testing.baseline import run_baseline
-from swemill.testing.runner import run_tests
-from swemill.testing.timeouts import adaptive_timeout
+from swemill.synth.strategy import RepoView
 from swemill.validate.check import CheckContext, Checked
 from swemill.validate.gates import GateVerdict4, RunEvidence, decide
 from swemill.validate.pool import WorkerPool

@@ -46,7 +46,7 @@ class SampleTasks:
 
 @pytest.fixture(scope="session")
 def sample_tasks(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> SampleTasks:
-    from swemill.validate.config import TasksConfig
+    from swemill.validate.tasks_config import TasksConfig
     from swemill.validate.validator import run_tasks
 
     root = tmp_path_factory.mktemp("agent-store")

@@ -14,10 +14,10 @@ from swemill.agent.budget import Budget, acall_with_budget, call_with_budget
 from swemill.core.errors import BudgetExceeded, PolicyError, SwemillError
 from swemill.core.records import Message, TextBlock, Usage
 from swemill.core.tools import tool_schemas
-from swemill.policies.base import PolicyReply, policy_from_spec
-from swemill.policies.fake_server import FakeOpenAIServer, FakeReply, FakeToolCall
+from swemill.policies.policy import PolicyReply, policy_from_spec
 from swemill.policies.prices import Price
 from swemill.policies.retry import RetryPolicy
+from swemill_testkit.fake_server import FakeOpenAIServer, FakeReply, FakeToolCall
 
 MESSAGES = [Message(role="user", content=[TextBlock(text="Fix the failing test.")])]
 

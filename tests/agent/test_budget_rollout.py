@@ -13,9 +13,9 @@ import time
 
 from swemill.agent.rollout import run_rollouts
 from swemill.core.records import Trajectory
-from swemill.policies.fake_server import FakeOpenAIServer, FakeReply, FakeToolCall
 from swemill.store import Store
 from swemill.store.layout import shard_name
+from swemill_testkit.fake_server import FakeOpenAIServer, FakeReply, FakeToolCall
 
 from .conftest import SampleTasks
 

@@ -17,7 +17,7 @@ from swemill.agent.lint import lint_introduced, ruff_path
 from swemill.agent.tree import tree_changes
 from swemill.core.records import Outcome, Task, TestResult, Trajectory
 from swemill.policies.scripted import strip_line_numbers
-from swemill.testing.report import TestRunReport
+from swemill.suite.verdict import TestRunReport
 
 TASK = Task(instance_id="t1", repo="r", base_commit="c", problem_statement="p",
             FAIL_TO_PASS=["t.py::a", "t.py::b"], PASS_TO_PASS=["t.py::c"], test_cmd="pytest",

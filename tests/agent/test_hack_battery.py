@@ -20,7 +20,7 @@ from swemill.agent.sampling import DecisionPoint, pairs_at
 from swemill.core.records import PreferencePair, Task, ToolResultBlock, Trajectory
 from swemill.corpus.stage import load_corpus_tables, run_corpus
 from swemill.store import Store
-from swemill.testing.runner import PLUGIN_MODULE
+from swemill.suite.runner import PLUGIN_MODULE
 
 from .conftest import SampleTasks
 from .hack_policies import HACKS, write_policy_files

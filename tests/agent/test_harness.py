@@ -10,7 +10,7 @@ from swemill.agent.env import TaskEnv
 from swemill.agent.harness import Limits, collect_trajectory
 from swemill.core.records import Message, Task, Trajectory
 from swemill.core.tools import ToolCall
-from swemill.policies.base import PolicyReply
+from swemill.policies.policy import PolicyReply
 from swemill.policies.scripted import ScriptedPolicy
 
 from .conftest import SampleTasks

@@ -12,15 +12,15 @@ import pytest
 from swemill.agent.rollout import run_rollouts
 from swemill.core.errors import PolicyError
 from swemill.core.records import Task, Trajectory
-from swemill.policies.fake_server import (
+from swemill.policies.scripted import OraclePolicy
+from swemill.store import Store
+from swemill_testkit.fake_server import (
     FakeOpenAIServer,
     FakeReply,
     FakeToolCall,
     errors_then,
     tool_reply,
 )
-from swemill.policies.scripted import OraclePolicy
-from swemill.store import Store
 
 from .conftest import SampleTasks
 

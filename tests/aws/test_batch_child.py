@@ -22,10 +22,10 @@ from swemill.executors.aws_batch import (
     read_result,
     result_key,
 )
-from swemill.executors.local import LocalExecutor
-from swemill.executors.testing import fail_if_negative, read_object, square, transient_once
+from swemill.executors.process_pool import LocalExecutor
 from swemill.store import Store
-from swemill.store.testing import LocalS3
+from swemill_testkit.executors import fail_if_negative, read_object, square, transient_once
+from swemill_testkit.store import LocalS3
 
 
 def _executor(store: Store, max_array: int = 10_000) -> AwsBatchExecutor:
@@ -135,7 +135,7 @@ def test_missing_manifest_line(s3_store: Store) -> None:
 
 def test_malformed_manifest(s3_store: Store) -> None:
     job = _executor(s3_store).write_manifest(square, [1, 2])
-    job.write_text(manifest_key(0), '{"index": 0, "fn": "swemill.executors.testing:square"\n'
+    job.write_text(manifest_key(0), '{"index": 0, "fn": "swemill_testkit.executors:square"\n'
                    '{"index": 1, "item": {"data": 2}}\n')
     first, second = run_child(job, _env(0, 0)), run_child(job, _env(0, 1))
     assert first.exit_code == second.exit_code == 2

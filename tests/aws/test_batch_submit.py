@@ -9,10 +9,10 @@ import pytest
 from swemill.aws.batch_child import run_child
 from swemill.core.errors import ConfigError
 from swemill.executors.aws_batch import AwsBatchExecutor, chunk_plan, manifest_key
-from swemill.executors.local import LocalExecutor
-from swemill.executors.testing import square
+from swemill.executors.process_pool import LocalExecutor
 from swemill.store import Store
-from swemill.store.testing import LocalS3
+from swemill_testkit.executors import square
+from swemill_testkit.store import LocalS3
 
 from .conftest import batch_queue
 
@@ -61,7 +61,7 @@ def test_submit_wait_collect(batch: Any, s3_store: Store) -> None:
     local = LocalExecutor(workers=0).map(square, items)
     assert [(r.ok, r.value) for r in done] == [(r.ok, r.value) for r in local]
     assert job.read_jsonl(manifest_key(6)) == [
-        {"index": 6, "fn": "swemill.executors.testing:square", "item": {"data": 6}}]
+        {"index": 6, "fn": "swemill_testkit.executors:square", "item": {"data": 6}}]
 
 
 def test_bad_settings_fail_at_construction(s3_store: Store) -> None:

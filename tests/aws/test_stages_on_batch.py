@@ -21,12 +21,12 @@ from swemill.agent.rollout import run_rollouts
 from swemill.agent.rollout_config import RolloutConfig
 from swemill.core.records import Golden, Task
 from swemill.executors.aws_batch import DEFINITION_ENV, QUEUE_ENV, AwsBatchExecutor
-from swemill.executors.testing import LocalBatchClient
 from swemill.store import Store
 from swemill.store.layout import snapshot_key
-from swemill.store.testing import LocalS3
-from swemill.validate.config import TasksConfig
+from swemill.validate.tasks_config import TasksConfig
 from swemill.validate.validator import run_tasks
+from swemill_testkit.executors import LocalBatchClient
+from swemill_testkit.store import LocalS3
 
 from .conftest import batch_queue
 

@@ -26,7 +26,7 @@ from swemill.aws.stepfunctions import (
 )
 from swemill.core.errors import ConfigError
 from swemill.pipeline.stages import STAGES, Stage
-from swemill.store.testing import LocalS3
+from swemill_testkit.store import LocalS3
 
 from .conftest import boto, moto_config
 

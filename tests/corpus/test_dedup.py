@@ -19,7 +19,7 @@ from swemill.corpus.dedup import (
     text_hash,
 )
 from swemill.store import Store
-from swemill.store.testing import LocalS3, local_s3
+from swemill_testkit.store import LocalS3, local_s3
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "swemill"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from swemill.corpus.scrub import scrub, scrub_value, shannon_entropy
+from swemill.corpus.redact import scrub, scrub_value, shannon_entropy
 
 RNG = random.Random(20260101)
 ALNUM = string.ascii_letters + string.digits
@@ -217,8 +217,8 @@ FP_LINES_PER_HIT = 2000
 
 def test_false_positives_on_swemill_code() -> None:
     root = Path(__file__).resolve().parents[2] / "src" / "swemill"
-    # scrub.py itself is left out: its docstring shows what each rule redacts.
-    files = sorted(p for p in root.rglob("*.py") if p.name != "scrub.py")
+    # redact.py itself is left out: its docstring shows what each rule redacts.
+    files = sorted(p for p in root.rglob("*.py") if p.name != "redact.py")
     lines = hits = 0
     found = []
     for path in files:
@@ -304,7 +304,7 @@ def test_keep_leaves_chosen_kinds() -> None:
 
 
 def test_parse_keep_names_pii_kinds_only() -> None:
-    from swemill.corpus.scrub import parse_keep
+    from swemill.corpus.redact import parse_keep
 
     assert parse_keep("") == frozenset()
     assert parse_keep("email, IP") == {"email", "ipv4", "ipv6"}

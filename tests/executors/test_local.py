@@ -8,8 +8,8 @@ import pytest
 
 from swemill.core.errors import ConfigError
 from swemill.executors import get_executor, shard_bounds, shard_items
-from swemill.executors.local import LocalExecutor
-from swemill.executors.testing import (
+from swemill.executors.process_pool import LocalExecutor
+from swemill_testkit.executors import (
     crash_always,
     crash_once,
     fail_if_negative,

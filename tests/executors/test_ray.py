@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from swemill.executors.local import LocalExecutor
-from swemill.executors.testing import crash_always, crash_once, fail_if_negative, transient_once
+from swemill.executors.process_pool import LocalExecutor
+from swemill_testkit.executors import crash_always, crash_once, fail_if_negative, transient_once
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from swemill.agent.rollout import run_rollouts
 from swemill.agent.rollout_config import RolloutConfig
 from swemill.core.errors import ConfigError
 from swemill.store import Store
-from swemill.validate.config import TasksConfig
+from swemill.validate.tasks_config import TasksConfig
 from swemill.validate.validator import run_tasks
 
 pytest.importorskip("ray")

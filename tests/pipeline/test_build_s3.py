@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from swemill.store import Store
-from swemill.store.testing import LocalS3, local_s3
+from swemill_testkit.store import LocalS3, local_s3
 
 pytestmark = pytest.mark.slow
 

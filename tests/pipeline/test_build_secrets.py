@@ -20,7 +20,7 @@ from swemill.core.records import (
     Trajectory,
 )
 from swemill.corpus.assemble import admit
-from swemill.corpus.scrub import scrub
+from swemill.corpus.redact import scrub
 from swemill.repo.sample import sample_path
 from swemill.store import Store
 

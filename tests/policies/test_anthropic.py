@@ -8,8 +8,10 @@ from swemill.core.errors import PolicyError, TransientPolicyError
 from swemill.core.records import Message, TextBlock, ThinkingBlock, ToolResultBlock
 from swemill.core.tools import tool_schemas
 from swemill.policies.anthropic import to_anthropic
-from swemill.policies.base import policy_from_spec
-from swemill.policies.fake_server import (
+from swemill.policies.policy import policy_from_spec
+from swemill.policies.prices import Price
+from swemill.policies.retry import RetryPolicy
+from swemill_testkit.fake_server import (
     FakeError,
     FakeOpenAIServer,
     FakeReply,
@@ -17,8 +19,6 @@ from swemill.policies.fake_server import (
     errors_then,
     text_reply,
 )
-from swemill.policies.prices import Price
-from swemill.policies.retry import RetryPolicy
 
 # Importing the Anthropic SDK alone takes several seconds on a loaded machine.
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from botocore.stub import Stubber  # noqa: E402
 from swemill.core.errors import PolicyError, TransientPolicyError  # noqa: E402
 from swemill.core.records import Message, TextBlock, ToolResultBlock  # noqa: E402
 from swemill.core.tools import tool_schemas  # noqa: E402
-from swemill.policies.base import policy_from_spec  # noqa: E402
+from swemill.policies.policy import policy_from_spec  # noqa: E402
 from swemill.policies.retry import RetryPolicy  # noqa: E402
 
 MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"

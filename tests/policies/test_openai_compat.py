@@ -12,8 +12,10 @@ import pytest
 from swemill.core.errors import PolicyError, TransientPolicyError
 from swemill.core.records import Message, TextBlock, ToolResultBlock
 from swemill.core.tools import ToolCall, tool_schemas
-from swemill.policies.base import policy_from_spec
-from swemill.policies.fake_server import (
+from swemill.policies.policy import policy_from_spec
+from swemill.policies.prices import Price
+from swemill.policies.retry import RetryPolicy
+from swemill_testkit.fake_server import (
     FakeError,
     FakeOpenAIServer,
     FakeReply,
@@ -22,8 +24,6 @@ from swemill.policies.fake_server import (
     text_reply,
     tool_reply,
 )
-from swemill.policies.prices import Price
-from swemill.policies.retry import RetryPolicy
 
 FAST = RetryPolicy(max_attempts=4, base_s=0.01, max_s=0.05)
 TOOLS = tool_schemas()

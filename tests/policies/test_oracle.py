@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from swemill.core.errors import PolicyError
 from swemill.core.records import Message, TextBlock, ToolResultBlock
 from swemill.core.tools import ToolCall, tool_schemas, validate_call
-from swemill.policies.base import policy_from_spec
 from swemill.policies.patchplan import edit_pairs, parse_patch
+from swemill.policies.policy import policy_from_spec
 from swemill.policies.scripted import NoisyOraclePolicy, OraclePolicy, strip_line_numbers
 
 TOOLS = tool_schemas()

@@ -8,7 +8,7 @@ import pytest
 
 from swemill.core.errors import ConfigError, PolicyError
 from swemill.core.records import Golden, Usage
-from swemill.policies.base import Policy, family_of, policy_from_spec
+from swemill.policies.policy import Policy, family_of, policy_from_spec
 from swemill.policies.prices import Price, cost_of, lookup_price, parse_price, require_price
 
 PATCH = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"

@@ -10,7 +10,7 @@ import pytest
 from swemill.core.errors import PolicyError
 from swemill.core.records import Message, TextBlock
 from swemill.core.tools import ToolCall, validate_call
-from swemill.policies.base import policy_from_spec
+from swemill.policies.policy import policy_from_spec
 from swemill.policies.scripted import ScriptedPolicy
 from swemill.policies.scripted_builtin import BUILTIN_SCRIPTS
 

@@ -168,7 +168,7 @@ def _swemill(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _script(command: str):  # type: ignore[no-untyped-def]
-    from swemill.policies.fake_server import tool_reply
+    from swemill_testkit.fake_server import tool_reply
 
     return lambda request: tool_reply("bash", {"command": command})
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from swemill.probe import ProbeConfig, decide
-from swemill.probe.config import HeldOut
+from swemill.probe.probe_config import HeldOut
 from swemill.probe.score import assistant_spans
 from swemill.probe.tiny import CHAT_TEMPLATE
 

@@ -11,11 +11,11 @@ import pytest
 
 from swemill.core.records import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from swemill.core.tools import ToolCall
-from swemill.policies.fake_server import FakeOpenAIServer, Script
 from swemill.store import Store
 from swemill.traces import ingest
-from swemill.traces.fake_sessions import SessionWriter, text, tool_use
-from swemill.traces.records import TraceState
+from swemill.traces.states import TraceState
+from swemill_testkit.fake_server import FakeOpenAIServer, Script
+from swemill_testkit.fake_sessions import SessionWriter, text, tool_use
 
 # Three families, named so that family_of() tells them apart; prices in $ per Mtok.
 FAMILIES = {"qwen3-coder": "qwen", "llama-3.3-70b": "meta", "mistral-large": "mistral"}

@@ -14,10 +14,10 @@ from swemill.core.errors import ConfigError
 from swemill.core.tools import tool_schemas
 from swemill.replay.batch_plan import BatchQuotas
 from swemill.replay.bedrock_batch import BatchConfig, job_name, run_batch
-from swemill.replay.fake_batch import FakeBatchService, RecordError
 from swemill.replay.teachers import parse_teacher
 from swemill.store import Store
 from swemill.store.layout import replay_input_key
+from swemill_testkit.fake_batch import FakeBatchService, RecordError
 
 from .conftest import state
 
@@ -25,7 +25,7 @@ boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto")
 from botocore.stub import Stubber  # noqa: E402
 
-from swemill.store.testing import LocalS3, local_s3  # noqa: E402
+from swemill_testkit.store import LocalS3, local_s3  # noqa: E402
 
 ROLE = "arn:aws:iam::123456789012:role/bedrock-batch"
 CLAUDE = "bedrock-batch:us.anthropic.claude-3-5-haiku-20241022-v1:0"

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from swemill.policies.fake_server import Step, tool_reply
+from swemill_testkit.fake_server import Step, tool_reply
 
 from .conftest import teachers, write_session
 

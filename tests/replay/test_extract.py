@@ -6,7 +6,7 @@ from swemill.core.records import Message, TextBlock, Usage
 from swemill.core.tools import ToolCall
 from swemill.policies.scripted import ScriptedPolicy
 from swemill.replay.extract import PolicyJudge, extract_dpo_pairs, extract_run
-from swemill.replay.records import TeacherReply, reply_from_message
+from swemill.replay.replies import TeacherReply, reply_from_message
 
 from .conftest import bash, state
 

@@ -11,10 +11,10 @@ import pytest
 
 from swemill.core.records import PreferencePair
 from swemill.corpus.stage import PAIRS_STAGE
-from swemill.policies.fake_server import FakeError, FakeReply, Step, tool_reply
 from swemill.policies.retry import RetryPolicy
-from swemill.replay.records import REPLIES_STAGE, TeacherReply
+from swemill.replay.replies import REPLIES_STAGE, TeacherReply
 from swemill.replay.run import ReplayConfig, run_replay
+from swemill_testkit.fake_server import FakeError, FakeReply, Step, tool_reply
 
 from .conftest import ingested, teachers
 
@@ -157,7 +157,7 @@ def test_a_rerun_replaces_its_shards_and_teacher_trajectories_stay_out_of_sft(
 
 @pytest.mark.slow  # importing the anthropic SDK alone takes seconds
 def test_an_anthropic_teacher_speaks_the_messages_api(tmp_path: Path) -> None:
-    from swemill.policies.fake_server import FakeOpenAIServer
+    from swemill_testkit.fake_server import FakeOpenAIServer
 
     pytest.importorskip("anthropic")
     store, run = ingested(tmp_path, turns=2)
@@ -177,7 +177,7 @@ def test_an_anthropic_teacher_speaks_the_messages_api(tmp_path: Path) -> None:
 
 def test_a_judge_decides_where_teachers_disagree_and_is_billed(tmp_path: Path) -> None:
     from swemill.core.errors import ConfigError
-    from swemill.policies.fake_server import FakeOpenAIServer, text_reply
+    from swemill_testkit.fake_server import FakeOpenAIServer, text_reply
 
     store, run = ingested(tmp_path, turns=1)
     scripts = [[tool_reply("bash", {"command": c})] for c in ("ls", "pwd", "whoami")]

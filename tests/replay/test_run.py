@@ -12,13 +12,13 @@ import pytest
 from swemill.core.errors import ConfigError, PolicyError, StoreError
 from swemill.core.records import PreferencePair
 from swemill.corpus.stage import PAIRS_STAGE
-from swemill.policies.fake_server import tool_reply
 from swemill.policies.retry import RetryPolicy
 from swemill.replay.batch_plan import BatchQuotas
-from swemill.replay.fake_batch import FakeBatchService
-from swemill.replay.records import REPLIES_STAGE, TeacherReply
+from swemill.replay.replies import REPLIES_STAGE, TeacherReply
 from swemill.replay.run import ReplayClients, ReplayConfig, run_replay
 from swemill.store import Store
+from swemill_testkit.fake_batch import FakeBatchService
+from swemill_testkit.fake_server import tool_reply
 
 from .conftest import ingested, teachers
 
@@ -26,7 +26,7 @@ boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto")
 from botocore.stub import Stubber  # noqa: E402
 
-from swemill.store.testing import LocalS3, local_s3  # noqa: E402
+from swemill_testkit.store import LocalS3, local_s3  # noqa: E402
 
 CLAUDE = "bedrock-batch:us.anthropic.claude-3-5-haiku-20241022-v1:0"
 ROLE = "arn:aws:iam::123456789012:role/bedrock-batch"

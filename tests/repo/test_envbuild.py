@@ -15,7 +15,7 @@ import pytest
 from swemill.core.errors import EnvBuildError
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.sources import resolve_source
-from swemill.sandbox.base import WORKSPACE
+from swemill.sandbox.contract import WORKSPACE
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -209,7 +209,7 @@ def test_dependencies_older_commits_declare_and_the_head_dropped(tmp_path: Path)
     """pr-mirror validates at older commits in the head's environment: what those commits
     declare and the head no longer does is named (unpinned), minus plugins that would change
     how the head's suite runs, requirements excluded by their markers, and the project."""
-    from swemill.repo.history import older_requirements
+    from swemill.repo.past_deps import older_requirements
 
     repo = tmp_path / "r"
     versions = [

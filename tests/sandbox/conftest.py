@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from swemill.sandbox import Limits, open_sandbox
-from swemill.sandbox.base import Sandbox
 from swemill.sandbox.bwrap import usable
 from swemill.sandbox.cgroups import leftover_groups
+from swemill.sandbox.contract import Sandbox
 
 needs_bwrap = pytest.mark.skipif(not usable()[0], reason=f"bwrap unusable: {usable()[1]}")
 

@@ -9,8 +9,8 @@ import pytest
 
 from swemill.core.errors import SandboxError
 from swemill.sandbox import WORKSPACE, ExecResult
-from swemill.sandbox.base import Sandbox
 from swemill.sandbox.cgroups import leftover_groups
+from swemill.sandbox.contract import Sandbox
 
 
 def test_exit_code_stdout_and_stderr_are_kept_apart(sandbox: Sandbox) -> None:

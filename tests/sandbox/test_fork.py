@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from swemill.core.errors import SandboxError
-from swemill.sandbox.base import Sandbox
+from swemill.sandbox.contract import Sandbox
 from swemill.sandbox.fork import overlay_usable
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from swemill.sandbox import Limits, open_sandbox
-from swemill.sandbox.base import Sandbox
 from swemill.sandbox.cgroups import cgroup_support, leftover_groups
+from swemill.sandbox.contract import Sandbox
 
 from .conftest import needs_bwrap, processes_matching
 

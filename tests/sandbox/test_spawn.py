@@ -7,8 +7,8 @@ import time
 import pytest
 
 from swemill.core.errors import SandboxError
-from swemill.sandbox.base import Sandbox
 from swemill.sandbox.cgroups import leftover_groups
+from swemill.sandbox.contract import Sandbox
 
 from .conftest import processes_matching
 

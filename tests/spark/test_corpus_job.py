@@ -188,7 +188,7 @@ def test_an_ingested_run_with_segment_rows(spark: Any, tmp_path: Path) -> None:
     import dataclasses
 
     from swemill.traces import IngestOptions, ingest
-    from swemill.traces.fake_sessions import generate_session_file
+    from swemill_testkit.fake_sessions import generate_session_file
 
     sessions = tmp_path / "sessions"
     generate_session_file(sessions / "long.jsonl", 60_000, compact_every=10)

@@ -14,8 +14,8 @@ import pytest
 from swemill.core.errors import IngestError
 from swemill.spark.traces_job import ingest_spark
 from swemill.store import Store
-from swemill.traces.fake_sessions import generate_corpus
 from swemill.traces.ingest import ingest
+from swemill_testkit.fake_sessions import generate_corpus
 
 from .conftest import rows_of
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from swemill.store import Store
-from swemill.store.testing import LocalS3, local_s3
+from swemill_testkit.store import LocalS3, local_s3
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 
 from swemill.core.errors import StoreError
 from swemill.store import Store
-from swemill.store.testing import LocalS3
+from swemill_testkit.store import LocalS3
 
 
 def test_root_under_a_file(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import swemill.synth as synth
 from swemill.core.errors import ConfigError
-from swemill.synth.base import Strategy, candidate_id, is_test_path
+from swemill.synth.strategy import Strategy, candidate_id, is_test_path
 
 
 def test_all_is_pinned_and_every_name_resolves() -> None:
@@ -50,7 +50,7 @@ def test_candidate_ids_are_stable_and_test_paths_recognised() -> None:
     for path in ("tests/x.py", "pkg/tests/util.py", "test_a.py", "pkg/a_test.py",
                  "conftest.py"):
         assert is_test_path(path), path
-    # A package's own ``testing`` helpers are library code (swemill.testing is one).
+    # A package's own ``testing`` helpers are library code (swemill.suite is one).
     for path in ("pkg/a.py", "pkg/contest.py", "testify/a.py", "pkg/latest.py",
                  "src/pkg/testing/runner.py"):
         assert not is_test_path(path), path

@@ -9,9 +9,9 @@ import pytest
 
 from swemill.core.errors import SynthesisError
 from swemill.core.records import ChangedSymbol, Golden, Task
-from swemill.synth.base import RepoView
 from swemill.synth.combine import CombineStrategy, ValidatedBug, merge_edits
 from swemill.synth.patches import apply_patch, file_diff, parse_patch
+from swemill.synth.strategy import RepoView
 
 LIB = "".join(
     f"def f{i}(x):\n    y = x + {i}\n    return y * 2\n\n\n" for i in range(6)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from swemill.core.records import Baseline
-from swemill.synth.base import RepoView
 from swemill.synth.patches import apply_patch
 from swemill.synth.pr_mirror import PrMirrorStrategy
+from swemill.synth.strategy import RepoView
 
 CALC_V1 = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 CALC_V2 = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"

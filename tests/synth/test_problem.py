@@ -12,7 +12,7 @@ import pytest
 from swemill.core.errors import PolicyError
 from swemill.core.records import TestResult
 from swemill.policies.scripted import ScriptedPolicy
-from swemill.synth.base import RepoView
+from swemill.suite.verdict import parse_report
 from swemill.synth.patches import apply_patch
 from swemill.synth.problem import (
     FailingTest,
@@ -21,7 +21,7 @@ from swemill.synth.problem import (
     write_problem_statement,
 )
 from swemill.synth.procedural import ProceduralStrategy
-from swemill.testing.report import parse_report
+from swemill.synth.strategy import RepoView
 
 LONGREPR = """\
     def test_add():
@@ -86,7 +86,7 @@ def test_real_failures_of_a_real_mutant_leak_nothing(git_repo, tmp_path: Path) -
     env = {"SWEMILL_REPORT": str(report), "SWEMILL_NONCE": "n", "PATH": "/usr/bin:/bin",
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(work)}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "swemill.testing.pytest_plugin", "-p",
+        [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p",
          "no:cacheprovider", "-o", "addopts=", f"--rootdir={work}", "-q", "tests"],
         cwd=work, env=env, capture_output=True, text=True, timeout=120,
     )

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from swemill.core.records import Baseline
-from swemill.synth.base import RepoView
 from swemill.synth.patches import apply_patch
 from swemill.synth.procedural import ProceduralStrategy
+from swemill.synth.strategy import RepoView
 
 LIB = '''"""A small library with something for every mutator."""
 
@@ -205,7 +205,7 @@ def test_nothing_to_mutate_says_why(git_repo, tmp_path: Path) -> None:
 def test_identical_across_processes_and_hash_seeds(repo: Path) -> None:
     code = (
         "import sys; from pathlib import Path\n"
-        "from swemill.synth.base import RepoView\n"
+        "from swemill.synth.strategy import RepoView\n"
         "from swemill.synth.procedural import ProceduralStrategy\n"
         "v = RepoView(root=Path(sys.argv[1]), repo='example/lib', commit='HEAD', seed=3)\n"
         "for c in ProceduralStrategy().candidates(v): print(c.candidate_id)\n"

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from swemill.core.errors import SourceError
-from swemill.synth.base import RepoView
+from swemill.synth.dataset_rows import RowsSource, RowsStrategy, load_rows
 from swemill.synth.patches import apply_patch
-from swemill.synth.rows import RowsSource, RowsStrategy, load_rows
+from swemill.synth.strategy import RepoView
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"

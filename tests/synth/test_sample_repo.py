@@ -10,11 +10,11 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from swemill.synth.base import RepoView, python_sources
 from swemill.synth.mutators import MUTATORS
 from swemill.synth.patches import check_patch
 from swemill.synth.pr_mirror import PrMirrorStrategy
 from swemill.synth.procedural import ProceduralStrategy, find_targets
+from swemill.synth.strategy import RepoView, python_sources
 
 
 def _sample_tree(dest: Path, git) -> Path:

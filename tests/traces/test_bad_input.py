@@ -10,10 +10,10 @@ import pytest
 
 from swemill.core.errors import IngestError
 from swemill.traces.claude_code import IngestOptions, ingest_session_file
-from swemill.traces.fake_sessions import SessionWriter, text
 from swemill.traces.ingest import iter_items
-from swemill.traces.records import IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
+from swemill.traces.states import IngestCounts, Quarantine, TraceState
+from swemill_testkit.fake_sessions import SessionWriter, text
 
 
 def _good_session(path: Path) -> Path:

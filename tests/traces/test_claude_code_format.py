@@ -6,8 +6,8 @@ from pathlib import Path
 
 from swemill.core.records import TextBlock, ThinkingBlock, Trajectory
 from swemill.traces.claude_code import IngestOptions, ingest_session_file
-from swemill.traces.fake_sessions import SessionWriter, text, thinking, tool_use
-from swemill.traces.records import IngestCounts, TraceState
+from swemill.traces.states import IngestCounts, TraceState
+from swemill_testkit.fake_sessions import SessionWriter, text, thinking, tool_use
 
 CWD = "/home/dev/proj"
 

@@ -13,7 +13,7 @@ from typing import Any
 from swemill.core.records import Message, ThinkingBlock, Trajectory
 from swemill.policies.prices import Price
 from swemill.traces.claude_code import IngestOptions, ingest_session_file
-from swemill.traces.records import IngestCounts
+from swemill.traces.states import IngestCounts
 
 
 def _write(path: Path, records: list[dict[str, Any]]) -> Path:

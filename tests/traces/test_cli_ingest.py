@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from swemill.cli.main import app
 from swemill.store import Store
-from swemill.traces.fake_sessions import SessionWriter, text, tool_use
 from swemill.traces.load import load_quarantine, load_states, load_trajectories
+from swemill_testkit.fake_sessions import SessionWriter, text, tool_use
 
 
 def _swemill(*args: str) -> subprocess.CompletedProcess[str]:
@@ -125,7 +125,7 @@ def test_sigterm_mid_ingest_leaves_a_failed_manifest(tmp_path: Path) -> None:
     import signal
     import time
 
-    from swemill.traces.fake_sessions import generate_session_file
+    from swemill_testkit.fake_sessions import generate_session_file
 
     generate_session_file(tmp_path / "in" / "long.jsonl", 40 * 2**20)
     out = tmp_path / "store"

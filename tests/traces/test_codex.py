@@ -11,7 +11,7 @@ from swemill.core.records import ThinkingBlock, ToolResultBlock, Trajectory
 from swemill.store import Store
 from swemill.traces.codex import ingest_codex_file, sniff
 from swemill.traces.ingest import classify, ingest
-from swemill.traces.records import IngestCounts, TraceState
+from swemill.traces.states import IngestCounts, TraceState
 
 CWD = "/home/dev/shop"
 PATCH = """*** Begin Patch

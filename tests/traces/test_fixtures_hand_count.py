@@ -12,7 +12,7 @@ import pytest
 
 from swemill.core.records import Trajectory
 from swemill.traces.claude_code import ingest_session_file
-from swemill.traces.records import IngestCounts, TraceState
+from swemill.traces.states import IngestCounts, TraceState
 
 FIXTURES = (Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "claude_code")
 pytestmark = pytest.mark.skipif(

@@ -13,8 +13,8 @@ import pytest
 from swemill.core.records import Trajectory
 from swemill.traces.claude_code import IngestOptions
 from swemill.traces.ingest import iter_items
-from swemill.traces.records import IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
+from swemill.traces.states import IngestCounts, Quarantine, TraceState
 
 DATA = Path(__file__).parent / "data"
 

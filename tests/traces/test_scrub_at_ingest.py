@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from swemill.store import Store
-from swemill.traces.fake_sessions import SessionWriter, text, tool_use
 from swemill.traces.ingest import ingest
+from swemill_testkit.fake_sessions import SessionWriter, text, tool_use
 
 GH = "ghp_" + "1234567890abcdefghijABCDEFGHIJ123456"
 OPENAI = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"

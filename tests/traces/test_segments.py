@@ -20,7 +20,7 @@ from swemill.core.records import Message, TextBlock, Trajectory
 from swemill.core.segments import SEGMENT, SEGMENTS, join_segments
 from swemill.store import Store
 from swemill.traces import IngestOptions, ingest, load_states, load_trajectories
-from swemill.traces.fake_sessions import SessionWriter, text, thinking, tool_use
+from swemill_testkit.fake_sessions import SessionWriter, text, thinking, tool_use
 
 SONNET, OPUS = "claude-sonnet-4-5-20250929", "claude-opus-4-1-20250805"
 

@@ -1,7 +1,7 @@
 """Helpers for the validator tests: an independent audit and tiny hostile repositories.
 
 The audit here deliberately shares nothing with ``swemill.validate`` but the snapshot format:
-it unpacks the stored snapshot, runs the *whole* suite cold with ``testing.run_tests`` in a
+it unpacks the stored snapshot, runs the *whole* suite cold with ``suite.run_tests`` in a
 fresh sandbox, applies the golden patch with ``git apply`` and runs it again.
 """
 
@@ -21,9 +21,9 @@ from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.sources import resolve_source
 from swemill.sandbox import open_sandbox
 from swemill.store import Store
+from swemill.suite.baseline import run_baseline
+from swemill.suite.runner import run_tests
 from swemill.synth.patches import file_diff
-from swemill.testing.baseline import run_baseline
-from swemill.testing.runner import run_tests
 from swemill.validate.snapshot import unpack_tree
 
 GIT_ENV = {

@@ -21,7 +21,7 @@ import pytest
 
 from swemill.store import Store
 from swemill.synth.patches import file_diff
-from swemill.validate.config import TasksConfig
+from swemill.validate.tasks_config import TasksConfig
 from swemill.validate.validator import run_tasks
 
 from .conftest import run_git

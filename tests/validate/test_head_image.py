@@ -12,7 +12,7 @@ import pytest
 
 from swemill.sandbox import Limits
 from swemill.synth import make_strategy
-from swemill.synth.base import RepoView
+from swemill.synth.strategy import RepoView
 from swemill.validate.check import CheckContext, Checked, check_candidate
 from swemill.validate.worker import Worker, open_base
 

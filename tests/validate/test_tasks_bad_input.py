@@ -21,7 +21,7 @@ from swemill.repo.envbuild import build_env
 from swemill.repo.sources import resolve_source
 from swemill.store import Store
 from swemill.synth.patches import file_diff
-from swemill.validate.config import TasksConfig
+from swemill.validate.tasks_config import TasksConfig
 from swemill.validate.validator import run_tasks
 
 from .conftest import CALC, bug_row, independent_audit, make_calc_repo, run_git

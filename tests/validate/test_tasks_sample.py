@@ -22,7 +22,7 @@ from swemill.core.records import CandidateRecord, Golden, Task
 from swemill.repo.envbuild import build_env
 from swemill.repo.sources import resolve_source
 from swemill.store import Store
-from swemill.validate.config import TasksConfig
+from swemill.validate.tasks_config import TasksConfig
 from swemill.validate.validator import run_tasks
 
 from .conftest import independent_audit

@@ -21,7 +21,7 @@ from swemill.core.records import CandidateRecord, Golden, Task
 from swemill.repo.envbuild import build_env
 from swemill.repo.sources import resolve_source
 from swemill.store import Store
-from swemill.testing.baseline import run_baseline
+from swemill.suite.baseline import run_baseline
 from swemill.validate.validator import TasksConfig, run_tasks
 
 from .conftest import PYPROJECT, independent_audit, run_git

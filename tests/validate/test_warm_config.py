@@ -21,8 +21,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from swemill.testing import pytest_plugin
-from swemill.testing.runner import PLUGIN_MODULE
+from swemill.suite import pytest_plugin
+from swemill.suite.runner import PLUGIN_MODULE
 from swemill.validate.warm import SERVER_PATH
 
 PLUGIN = Path(pytest_plugin.__file__)

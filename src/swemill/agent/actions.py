@@ -15,7 +15,7 @@ from swemill.core.errors import SandboxError
 from swemill.core.tools import normalize_path
 
 if TYPE_CHECKING:
-    from swemill.sandbox.base import ExecResult, Sandbox
+    from swemill.sandbox.contract import ExecResult, Sandbox
 
 __all__ = ["Observation", "clip", "number_lines", "checked_path", "bash", "read", "write",
            "edit", "search"]

@@ -28,7 +28,7 @@ from swemill.core.errors import BudgetExceeded, SwemillError
 
 if TYPE_CHECKING:
     from swemill.core.records import Message
-    from swemill.policies.base import Policy, PolicyReply
+    from swemill.policies.policy import Policy, PolicyReply
 
 __all__ = ["Budget", "Reservation", "call_with_budget", "acall_with_budget"]
 

@@ -42,7 +42,7 @@ from swemill.repo.sources import resolve_source
 from swemill.sandbox import Sandbox, open_sandbox
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
-from swemill.testing.runner import run_tests
+from swemill.suite.runner import run_tests
 from swemill.validate.snapshot import unpack_tree
 
 __all__ = ["EnvConfig", "EnvResolver", "TaskEnv", "Observation"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from swemill.core.records import Outcome, Task
-from swemill.testing.report import TestRunReport
+from swemill.suite.verdict import TestRunReport
 
 __all__ = ["RewardWeights", "RegressionPolicy", "grade_run", "composite_reward", "grading_log"]
 

@@ -31,7 +31,7 @@ from swemill.core.records import (
     Usage,
 )
 from swemill.core.tools import tool_schemas, validate_call
-from swemill.policies.base import Policy
+from swemill.policies.policy import Policy
 
 __all__ = ["Limits", "StopReason", "collect_trajectory", "failed_trajectory", "task_messages",
            "SYSTEM_PROMPT"]

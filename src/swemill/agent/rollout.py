@@ -38,7 +38,7 @@ from swemill.agent.shards import run_shards
 from swemill.core.errors import ConfigError, StoreError, SwemillError
 from swemill.core.records import Golden, PreferencePair, RunManifest, Task, Trajectory, utcnow
 from swemill.executors import Executor
-from swemill.policies.base import Policy, policy_from_spec, split_spec
+from swemill.policies.policy import Policy, policy_from_spec, split_spec
 from swemill.store import Store
 from swemill.store.layout import check_run_id, manifest_key, run_prefix, shard_name
 

@@ -25,7 +25,7 @@ from swemill.agent.env import TaskEnv
 from swemill.agent.harness import Limits, collect_trajectory, failed_trajectory, task_messages
 from swemill.core.errors import SwemillError
 from swemill.core.records import Message, PreferencePair, Task, Trajectory
-from swemill.policies.base import Policy
+from swemill.policies.policy import Policy
 
 __all__ = ["DecisionPoint", "SampleResult", "sample_task", "pairs_at", "first_action_key"]
 

@@ -24,7 +24,7 @@ from swemill.agent.rollout_config import RolloutConfig
 from swemill.core.errors import ConfigError
 from swemill.core.records import Task
 from swemill.executors import Executor, stage_executor
-from swemill.executors.base import ItemFailed
+from swemill.executors.executor import ItemFailed
 from swemill.repo.sources import require_portable
 from swemill.store import Store
 

@@ -20,8 +20,8 @@ from typing import Any, Literal
 from swemill.core.errors import ConfigError, StoreError, SwemillError
 from swemill.core.records import utcnow
 from swemill.executors.aws_batch import BAD_INPUT_EXIT, JOB_KEY, manifest_key, result_key
-from swemill.executors.base import ItemResult, describe, run_one
 from swemill.executors.codec import decode, encode, resolve_fn
+from swemill.executors.executor import ItemResult, describe, run_one
 from swemill.store import Store
 
 __all__ = ["BatchChildError", "ChildOutcome", "child_position", "run_child", "process_age"]

@@ -23,7 +23,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def keep_kinds(spec: str) -> frozenset[str]:
     """``--scrub-keep`` parsed, or one error line naming what may be kept."""
-    from swemill.corpus.scrub import parse_keep
+    from swemill.corpus.redact import parse_keep
 
     try:
         return parse_keep(spec)

@@ -56,7 +56,7 @@ def _run(source: str, recipe_file: Path | None, rebuild: bool, backend: str,
     from swemill.repo.envbuild import build_env
     from swemill.repo.recipe import load_recipe
     from swemill.repo.sources import resolve_source
-    from swemill.testing.baseline import run_baseline
+    from swemill.suite.baseline import run_baseline
 
     recipe = load_recipe(recipe_file) if recipe_file else None
     with console.status(f"resolving {source}") as status:

@@ -108,7 +108,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
             repeat: int = 3, near_misses: int = 2, commit_envs: int = 3) -> Any:
     from pydantic import ValidationError as PydanticError
 
-    from swemill.validate.config import TasksConfig
+    from swemill.validate.tasks_config import TasksConfig
 
     opts: dict[str, Any] = {
         "strategies": [s for s in strategies.split(",") if s.strip()], "rows": rows,

@@ -111,7 +111,7 @@ class Baseline(_Record):
     """Tests whose coverage is unknown (they started a process or set their own tracer): run
     on every broken tree, never inherited."""
     version: int = 0
-    """Format of the coverage data (``testing.baseline.BASELINE_VERSION``); a saved baseline of
+    """Format of the coverage data (``suite.baseline.BASELINE_VERSION``); a saved baseline of
     an older one is measured again."""
     suite_wall_s: float = 0.0
     startup_s: float = 0.0

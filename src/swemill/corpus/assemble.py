@@ -41,7 +41,7 @@ from swemill.corpus.rows import (
     tools_json,
     wm_rows,
 )
-from swemill.corpus.scrub import scrub, scrub_value
+from swemill.corpus.redact import scrub, scrub_value
 from swemill.corpus.split import Split, SplitConfig, SplitItem, family_of, split
 from swemill.validate.guard import GoldenGuard
 

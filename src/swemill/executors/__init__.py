@@ -11,7 +11,7 @@ import importlib
 from typing import Any
 
 from swemill.core.errors import ConfigError
-from swemill.executors.base import (
+from swemill.executors.executor import (
     Executor,
     ItemResult,
     TransientError,
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 EXECUTORS = {
-    "local": "swemill.executors.local:LocalExecutor",
+    "local": "swemill.executors.process_pool:LocalExecutor",
     "ray": "swemill.executors.ray_tasks:RayExecutor",
     "aws-batch": "swemill.executors.aws_batch:AwsBatchExecutor",
 }

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swemill.core.errors import ConfigError, MissingDependency, StoreError
-from swemill.executors.base import ItemResult, check_retries
 from swemill.executors.codec import decode, encode, fn_ref
+from swemill.executors.executor import ItemResult, check_retries
 from swemill.store import Store
 
 __all__ = [

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from swemill.core.errors import MissingDependency
-from swemill.executors.base import ItemResult, WorkerLost, check_retries, describe, run_one
+from swemill.executors.executor import ItemResult, WorkerLost, check_retries, describe, run_one
 
 __all__ = ["RayExecutor"]
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swemill.core.errors import ConfigError
-from swemill.policies.base import REGISTRY, split_spec
+from swemill.policies.policy import REGISTRY, split_spec
 
 __all__ = ["BuildConfig", "DEFAULT_POLICIES", "RUNTIME_SETTINGS", "SAMPLE_SOURCE"]
 
@@ -50,7 +50,7 @@ class BuildConfig(BaseModel):
     """Sandbox backend for the baseline, validation and rollouts."""
     suite_timeout_s: float | None = Field(default=None, gt=0)
     """Seconds one baseline run of the whole suite may take; None derives the bound from the
-    suite's size (``testing.timeouts.suite_timeout_for``)."""
+    suite's size (``suite.timeouts.suite_timeout_for``)."""
     repeat: int = Field(default=3, ge=1)
     """Runs of each broken tree in validation (``TasksConfig.repeat``)."""
     audit: int | None = Field(default=None, ge=0)

@@ -25,8 +25,8 @@ from swemill.repo.envbuild import build_env
 from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
 from swemill.repo.sources import resolve_source
 from swemill.store.layout import env_prefix, gate_verdicts_key
-from swemill.testing.baseline import run_baseline
-from swemill.validate.config import TasksConfig
+from swemill.suite.baseline import run_baseline
+from swemill.validate.tasks_config import TasksConfig
 from swemill.validate.validator import run_tasks
 
 __all__ = ["gate", "env", "tasks", "rollouts", "corpus", "report"]

@@ -5,7 +5,7 @@ Pick one with :func:`policy_from_spec` (``openai:MODEL[@URL]``, ``openrouter:MOD
 Backends with heavy SDKs are imported only when their prefix is used.
 """
 
-from swemill.policies.base import (
+from swemill.policies.policy import (
     BasePolicy,
     Policy,
     PolicyReply,

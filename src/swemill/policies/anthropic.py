@@ -20,8 +20,8 @@ from swemill.core.records import (
     Usage,
 )
 from swemill.core.tools import ToolCall
-from swemill.policies.base import BasePolicy, PolicyReply, one_line
 from swemill.policies.openai_compat import is_local_url
+from swemill.policies.policy import BasePolicy, PolicyReply, one_line
 from swemill.policies.prices import Price, cost_of, lookup_price
 from swemill.policies.retry import RetryPolicy, Transient, call_with_retries, parse_retry_after
 from swemill.policies.textproto import tool_specs

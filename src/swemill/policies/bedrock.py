@@ -22,7 +22,7 @@ from swemill.core.records import (
 )
 from swemill.core.tools import ToolCall
 from swemill.policies.anthropic import merge_same_role
-from swemill.policies.base import BasePolicy, PolicyReply, one_line
+from swemill.policies.policy import BasePolicy, PolicyReply, one_line
 from swemill.policies.prices import Price, cost_of, lookup_price
 from swemill.policies.retry import RetryPolicy, Transient, call_with_retries
 from swemill.policies.textproto import tool_specs

@@ -16,13 +16,13 @@ from urllib.parse import urlparse
 
 from swemill.core.errors import MissingDependency, PolicyError
 from swemill.core.records import Message, TextBlock, ToolUseBlock
-from swemill.policies.base import BasePolicy, PolicyReply, one_line
 from swemill.policies.openai_format import (
     from_openai_message,
     to_openai_messages,
     to_openai_tools,
     usage_from_openai,
 )
+from swemill.policies.policy import BasePolicy, PolicyReply, one_line
 from swemill.policies.prices import Price, cost_of, lookup_price
 from swemill.policies.retry import RetryPolicy, Transient, call_with_retries, parse_retry_after
 from swemill.policies.textproto import parse_tool_blocks, to_text_messages

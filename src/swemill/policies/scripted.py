@@ -24,8 +24,8 @@ from typing import Any
 from swemill.core.errors import PolicyError
 from swemill.core.records import Golden, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from swemill.core.tools import ToolCall
-from swemill.policies.base import PolicyReply
 from swemill.policies.patchplan import FileChange, file_calls, parse_patch, perturb
+from swemill.policies.policy import PolicyReply
 from swemill.policies.scripted_builtin import BUILTIN_SCRIPTS
 
 __all__ = ["ScriptedPolicy", "OraclePolicy", "NoisyOraclePolicy", "strip_line_numbers"]

@@ -9,8 +9,8 @@ import time
 import warnings
 from typing import Any
 
-from swemill.probe.config import ProbeConfig, Training
 from swemill.probe.model import Placement
+from swemill.probe.probe_config import ProbeConfig, Training
 from swemill.sandbox.leftovers import scratch_prefix
 
 __all__ = ["lora_sft", "quiet"]

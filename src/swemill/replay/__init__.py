@@ -10,7 +10,7 @@ Importing the package loads no provider SDK.
 
 from swemill.replay.batch_plan import BatchQuotas, batch_vs_realtime, plan_shards
 from swemill.replay.extract import PolicyJudge, extract_dpo_pairs, extract_run
-from swemill.replay.records import REPLIES_STAGE, TeacherReply
+from swemill.replay.replies import REPLIES_STAGE, TeacherReply
 from swemill.replay.run import ReplayClients, ReplayConfig, ReplaySummary, run_replay
 from swemill.replay.teachers import TeacherPool, TeacherSpec, parse_teacher, parse_teachers
 

@@ -12,9 +12,9 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from swemill.core.records import Usage
-from swemill.policies.base import one_line
+from swemill.policies.policy import one_line
 from swemill.replay import batch_format as bf
-from swemill.replay.records import TeacherReply, reply_from_message
+from swemill.replay.replies import TeacherReply, reply_from_message
 from swemill.replay.teachers import TeacherSpec
 from swemill.store import Store
 

@@ -30,15 +30,15 @@ from typing import Any
 from swemill.agent.budget import Budget, Reservation
 from swemill.core.errors import BudgetExceeded, ConfigError
 from swemill.core.records import Usage
-from swemill.policies.base import BYTES_PER_TOKEN, one_line
+from swemill.policies.policy import BYTES_PER_TOKEN, one_line
 from swemill.policies.prices import require_price
 from swemill.replay import batch_format as bf
 from swemill.replay.batch_plan import BatchQuotas, Shard, plan_shards
-from swemill.replay.records import TeacherReply
+from swemill.replay.replies import TeacherReply
 from swemill.replay.teachers import TeacherSpec
 from swemill.store import Store, shard_name
 from swemill.store.layout import replay_input_key, replay_output_key
-from swemill.traces.records import TraceState
+from swemill.traces.states import TraceState
 
 __all__ = ["BatchConfig", "BatchOutcome", "JobInfo", "run_batch", "TERMINAL", "job_name"]
 

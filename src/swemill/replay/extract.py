@@ -31,10 +31,10 @@ from typing import Any, Protocol
 from swemill.agent.budget import call_with_budget
 from swemill.core.errors import SwemillError
 from swemill.core.records import Message, PreferencePair, PreferenceSource, TextBlock
-from swemill.policies.base import family_of
+from swemill.policies.policy import family_of
 from swemill.policies.textproto import render_call
-from swemill.replay.records import TeacherReply
-from swemill.traces.records import TraceState
+from swemill.replay.replies import TeacherReply
+from swemill.traces.states import TraceState
 
 __all__ = ["Candidate", "Judge", "PolicyJudge", "ExtractStats", "candidates_of",
            "extract_dpo_pairs", "extract_run"]

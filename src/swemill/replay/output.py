@@ -11,10 +11,10 @@ from typing import Any
 
 from swemill.core.records import PreferencePair, Trajectory
 from swemill.corpus.stage import PAIRS_STAGE
-from swemill.replay.records import REPLIES_STAGE, TeacherReply
+from swemill.replay.replies import REPLIES_STAGE, TeacherReply
 from swemill.store import Store
 from swemill.store.layout import marker_key, part_key
-from swemill.traces.records import TraceState
+from swemill.traces.states import TraceState
 
 __all__ = ["stored_replies", "write_replies", "write_pairs"]
 

@@ -22,10 +22,10 @@ from swemill.agent.budget import Budget, acall_with_budget
 from swemill.core.errors import BudgetExceeded, SwemillError
 from swemill.core.records import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from swemill.core.tools import OTHER_PREFIX
-from swemill.policies.base import Policy, one_line
-from swemill.replay.records import TeacherReply, reply_from_message
+from swemill.policies.policy import Policy, one_line
+from swemill.replay.replies import TeacherReply, reply_from_message
 from swemill.replay.teachers import TeacherSpec
-from swemill.traces.records import TraceState
+from swemill.traces.states import TraceState
 
 __all__ = ["replay_realtime", "areplay_realtime", "areplay_work", "teacher_messages"]
 

@@ -22,7 +22,7 @@ from swemill.agent.budget import Budget
 from swemill.core.errors import ConfigError, StoreError
 from swemill.core.records import PreferencePair
 from swemill.core.tools import tool_schemas
-from swemill.policies.base import estimate_tokens
+from swemill.policies.policy import estimate_tokens
 from swemill.policies.retry import RetryPolicy
 from swemill.replay.batch_plan import (
     BatchQuotas,
@@ -34,7 +34,7 @@ from swemill.replay.bedrock_batch import BatchConfig, run_batch
 from swemill.replay.extract import ExtractStats, PolicyJudge, extract_run
 from swemill.replay.output import stored_replies, write_pairs, write_replies
 from swemill.replay.realtime import replay_realtime
-from swemill.replay.records import TeacherReply
+from swemill.replay.replies import TeacherReply
 from swemill.replay.teachers import (
     TeacherPool,
     TeacherSpec,
@@ -45,7 +45,7 @@ from swemill.replay.teachers import (
 )
 from swemill.store import Store
 from swemill.traces.load import load_states
-from swemill.traces.records import TraceState
+from swemill.traces.states import TraceState
 
 __all__ = ["ReplayConfig", "ReplayClients", "ReplaySummary", "run_replay"]
 

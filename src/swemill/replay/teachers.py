@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swemill.core.errors import ConfigError, PolicyError
-from swemill.policies.base import Policy, family_of, policy_from_spec
 from swemill.policies.openai_compat import OPENAI_URL, is_local_url
+from swemill.policies.policy import Policy, family_of, policy_from_spec
 from swemill.policies.prices import Price, lookup_price, parse_price
 from swemill.policies.retry import RetryPolicy
 

@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from swemill.core.errors import EnvBuildError
 from swemill.repo.sources import ResolvedSource
-from swemill.sandbox.base import ExecResult
+from swemill.sandbox.contract import ExecResult
 
 __all__ = ["INSTALL_TIMEOUT_S", "fail", "last_step", "log_inside", "log_result", "reason_line",
            "run_logged"]

@@ -1,7 +1,7 @@
 """Build (or reuse) the test environment of one repository at one commit.
 
 The environment is a uv venv at ``<cache>/envs/<slug>@<commit12>/venv`` with the project
-installed in development mode *at the fixed path* :data:`~swemill.sandbox.base.WORKSPACE`:
+installed in development mode *at the fixed path* :data:`~swemill.sandbox.contract.WORKSPACE`:
 the install is made from a throw-away copy of the working copy, and every path to that copy
 in the venv's import hooks (``*.pth``, editable finders, ``direct_url.json``) is rewritten to
 ``/workspace``. Inside an isolating sandbox every workspace and every fork of it appears at
@@ -28,18 +28,18 @@ from swemill.repo.buildlog import INSTALL_TIMEOUT_S, run_logged
 from swemill.repo.buildsteps import ProjectBuild, dist_name, install_deps, noted
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, write_text_atomic
 from swemill.repo.generated import collect_generated, copy_tracked, place_generated
-from swemill.repo.history import older_requirements
 from swemill.repo.install import (
     project_requirement,
     run_inside,
 )
+from swemill.repo.past_deps import older_requirements
 from swemill.repo.pyselect import pick_python
 from swemill.repo.recipe import Recipe, has_tests, resolve_recipe
 from swemill.repo.relocate import relocate_editable
 from swemill.repo.sources import ResolvedSource
 from swemill.repo.testdeps import Skipped
 from swemill.repo.uvbin import find_uv
-from swemill.sandbox.base import WORKSPACE, Bind
+from swemill.sandbox.contract import WORKSPACE, Bind
 
 __all__ = ["RepoEnv", "build_env", "env_key", "load_env"]
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from swemill.core.errors import EnvBuildError, SwemillError
 from swemill.sandbox import Bind, Limits, open_sandbox
 from swemill.sandbox._hostuser import lend, take_back
-from swemill.sandbox.base import ExecResult
+from swemill.sandbox.contract import ExecResult
 
 __all__ = ["build_requires", "dynamic_build_requires", "install_project", "project_requirement",
            "run_inside", "wheel_only_requirements"]

@@ -76,7 +76,7 @@ class Recipe(BaseModel):
     """Which files each part of the recipe came from."""
     older_commits: bool = True
     """Also install, as optional test dependencies, what older commits (pr-mirror's window)
-    declare and the head no longer does (:mod:`swemill.repo.history`)."""
+    declare and the head no longer does (:mod:`swemill.repo.past_deps`)."""
     detect: bool = False
     """Also detect from the repository's files: this recipe's lists are added to what was
     found, and its settings (python, pytest_args, test_paths...) win where given."""

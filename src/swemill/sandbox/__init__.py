@@ -1,4 +1,4 @@
-"""Sandboxes: run untrusted code against a workspace. See :mod:`swemill.sandbox.base`.
+"""Sandboxes: run untrusted code against a workspace. See :mod:`swemill.sandbox.contract`.
 
 Backends live in their own modules and are imported only when chosen::
 
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from swemill.core.errors import SandboxUnavailable
-from swemill.sandbox.base import WORKSPACE, Bind, ExecResult, Limits, Sandbox
+from swemill.sandbox.contract import WORKSPACE, Bind, ExecResult, Limits, Sandbox
 from swemill.sandbox.bwrap import usable
 
 __all__ = ["WORKSPACE", "Bind", "ExecResult", "Limits", "Sandbox", "open_sandbox"]

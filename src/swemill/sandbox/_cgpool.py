@@ -16,8 +16,8 @@ import threading
 import weakref
 
 from swemill.core.errors import SandboxError
-from swemill.sandbox.base import Limits
 from swemill.sandbox.cgroups import CommandCgroups, cgroup_support
+from swemill.sandbox.contract import Limits
 
 __all__ = ["KEEP_CHARGED_MB", "CgroupPool", "open_cgroups"]
 

@@ -26,8 +26,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 
 from swemill.core.errors import SandboxError
-from swemill.sandbox.base import Limits
 from swemill.sandbox.cgroups import CommandCgroups
+from swemill.sandbox.contract import Limits
 
 __all__ = ["GUARD_FAIL", "guarded_argv", "rlimits", "start"]
 

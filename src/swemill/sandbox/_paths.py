@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from swemill.core.errors import SandboxError
-from swemill.sandbox.base import WORKSPACE
+from swemill.sandbox.contract import WORKSPACE
 
 __all__ = ["resolve", "read_in", "write_in"]
 

@@ -26,8 +26,8 @@ from swemill.core.errors import SandboxError
 from swemill.sandbox._cgpool import CgroupPool, open_cgroups
 from swemill.sandbox._launch import GUARD_FAIL
 from swemill.sandbox._launch import start as launch
-from swemill.sandbox.base import ExecResult, KilledReason, Limits
 from swemill.sandbox.cgroups import CommandCgroups
+from swemill.sandbox.contract import ExecResult, KilledReason, Limits
 
 __all__ = ["Capture", "DiskWatch", "run_guarded"]
 

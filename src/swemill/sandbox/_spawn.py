@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from swemill.sandbox._cgpool import open_cgroups
 from swemill.sandbox._launch import start as launch
-from swemill.sandbox.base import KilledReason, Limits
 from swemill.sandbox.cgroups import CommandCgroups
+from swemill.sandbox.contract import KilledReason, Limits
 
 __all__ = ["Spawned", "spawn_guarded"]
 

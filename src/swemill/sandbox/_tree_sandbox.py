@@ -12,7 +12,7 @@ from swemill.sandbox._cgpool import CgroupPool
 from swemill.sandbox._paths import read_in, write_in
 from swemill.sandbox._run import run_guarded
 from swemill.sandbox._spawn import Spawned, spawn_guarded
-from swemill.sandbox.base import Bind, ExecResult, Limits
+from swemill.sandbox.contract import Bind, ExecResult, Limits
 from swemill.sandbox.fork import PlainTree, Tree
 
 __all__ = ["TreeSandbox", "BASE_ENV"]

@@ -36,7 +36,7 @@ from swemill.core.errors import SandboxError, SandboxUnavailable
 from swemill.sandbox._dropper import INSIDE as DROPPER_INSIDE
 from swemill.sandbox._hostuser import drop_argv, drop_binds
 from swemill.sandbox._tree_sandbox import TreeSandbox
-from swemill.sandbox.base import WORKSPACE, Bind, Limits
+from swemill.sandbox.contract import WORKSPACE, Bind, Limits
 from swemill.sandbox.fork import OverlayTree
 
 __all__ = ["BwrapSandbox", "bwrap_path", "usable"]

@@ -23,7 +23,7 @@ from swemill.core.errors import SandboxError, SandboxUnavailable
 from swemill.sandbox._run import run_guarded
 from swemill.sandbox._spawn import Spawned
 from swemill.sandbox._tree_sandbox import TreeSandbox
-from swemill.sandbox.base import WORKSPACE, Bind, ExecResult, Limits
+from swemill.sandbox.contract import WORKSPACE, Bind, ExecResult, Limits
 
 __all__ = ["DockerSandbox", "engine_info"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from swemill.core.errors import SandboxError
 from swemill.sandbox._tree_sandbox import TreeSandbox
-from swemill.sandbox.base import Bind, Limits
+from swemill.sandbox.contract import Bind, Limits
 
 __all__ = ["LocalSandbox", "NOT_ISOLATED"]
 

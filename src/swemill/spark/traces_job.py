@@ -44,8 +44,8 @@ from swemill.traces.ingest import (
     relabel,
     state_schema,
 )
-from swemill.traces.records import IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
+from swemill.traces.states import IngestCounts, Quarantine, TraceState
 
 __all__ = ["ingest_spark", "list_inputs", "main"]
 

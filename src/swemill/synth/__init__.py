@@ -1,6 +1,6 @@
 """Candidate bugs from a repository: the strategies and what they share.
 
-Each strategy lives in its own module and implements :class:`~swemill.synth.base.Strategy`.
+Each strategy lives in its own module and implements :class:`~swemill.synth.strategy.Strategy`.
 Names here resolve lazily so that importing :mod:`swemill.synth` does not load libcst or
 pyarrow until a strategy is actually used.
 """
@@ -33,20 +33,20 @@ STRATEGIES: dict[str, str] = {
     "procedural": "swemill.synth.procedural:ProceduralStrategy",
     "pr-mirror": "swemill.synth.pr_mirror:PrMirrorStrategy",
     "combine": "swemill.synth.combine:CombineStrategy",
-    "rows": "swemill.synth.rows:RowsStrategy",
+    "rows": "swemill.synth.dataset_rows:RowsStrategy",
 }
 
 _LAZY = {
-    "RepoView": "swemill.synth.base",
-    "Strategy": "swemill.synth.base",
-    "SynthReport": "swemill.synth.base",
+    "RepoView": "swemill.synth.strategy",
+    "Strategy": "swemill.synth.strategy",
+    "SynthReport": "swemill.synth.strategy",
     "ProceduralStrategy": "swemill.synth.procedural",
     "PrMirrorStrategy": "swemill.synth.pr_mirror",
     "CombineStrategy": "swemill.synth.combine",
     "ValidatedBug": "swemill.synth.combine",
-    "RowsStrategy": "swemill.synth.rows",
-    "RowsSource": "swemill.synth.rows",
-    "load_rows": "swemill.synth.rows",
+    "RowsStrategy": "swemill.synth.dataset_rows",
+    "RowsSource": "swemill.synth.dataset_rows",
+    "load_rows": "swemill.synth.dataset_rows",
     "write_problem_statement": "swemill.synth.problem",
     "PolicyProblemWriter": "swemill.synth.problem",
 }

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from swemill.core.errors import SynthesisError
 from swemill.core.records import Candidate, ChangedSymbol, Golden, Task
-from swemill.synth.base import RepoView, SynthReport, candidate_id, git
 from swemill.synth.patches import FilePatch, file_diff, parse_patch, split_lines
+from swemill.synth.strategy import RepoView, SynthReport, candidate_id, git
 
 __all__ = ["CombineStrategy", "ValidatedBug", "merge_edits"]
 

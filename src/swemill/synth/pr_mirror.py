@@ -18,8 +18,8 @@ from pathlib import Path, PurePosixPath
 
 from swemill.core.errors import SynthesisError
 from swemill.core.records import Candidate, ChangedSymbol
-from swemill.synth.base import RepoView, SynthReport, candidate_id, git, is_test_path
 from swemill.synth.patches import parse_patch
+from swemill.synth.strategy import RepoView, SynthReport, candidate_id, git, is_test_path
 from swemill.synth.symbols import changed_lines, symbols_at, test_ids_at
 
 __all__ = ["PrMirrorStrategy"]

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from swemill.core.errors import PolicyError
 from swemill.core.records import Message, TestResult, TextBlock
-from swemill.policies.base import Policy
+from swemill.policies.policy import Policy
 
 __all__ = [
     "FailingTest",
@@ -125,7 +125,7 @@ _SYSTEM = (
 
 
 class PolicyProblemWriter:
-    """A model (any :class:`~swemill.policies.base.Policy`) writes the statement.
+    """A model (any :class:`~swemill.policies.policy.Policy`) writes the statement.
 
     It is shown the template's text, i.e. the same evidence and nothing more.
 

@@ -21,11 +21,11 @@ import libcst as cst
 
 from swemill.core.errors import SynthesisError
 from swemill.core.records import Candidate, ChangedSymbol
-from swemill.synth.base import RepoView, SynthReport, candidate_id, python_sources
 from swemill.synth.mutators import MUTATORS, mutator
 from swemill.synth.mutators.classes import RemoveMethod
 from swemill.synth.patches import file_diff
 from swemill.synth.sourcefile import SourceFile
+from swemill.synth.strategy import RepoView, SynthReport, candidate_id, python_sources
 
 __all__ = ["ProceduralStrategy", "Target", "find_targets"]
 

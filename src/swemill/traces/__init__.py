@@ -10,7 +10,7 @@ stream without a store; ``load_states`` reads a run back with each state's histo
 from swemill.traces.claude_code import IngestOptions, ingest_session_file
 from swemill.traces.ingest import IngestResult, ingest, iter_items
 from swemill.traces.load import load_quarantine, load_states, load_trajectories
-from swemill.traces.records import IngestCounts, Quarantine, TraceState
+from swemill.traces.states import IngestCounts, Quarantine, TraceState
 
 __all__ = [
     "IngestCounts",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swemill.core.records import Message, ToolResultBlock, Trajectory, Usage
-from swemill.traces.records import BranchKind, IngestCounts, TraceState
+from swemill.traces.states import BranchKind, IngestCounts, TraceState
 
 __all__ = ["TurnRef", "SessionPart", "make_trajectory", "make_states", "unique_key",
            "trajectory_metadata"]

@@ -42,8 +42,8 @@ from swemill.traces.cc_messages import (
 )
 from swemill.traces.cc_tree import build_tree
 from swemill.traces.lines import DEFAULT_MAX_LINE_BYTES, Line, LineReader, iter_lines
-from swemill.traces.records import BranchKind, IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
+from swemill.traces.states import BranchKind, IngestCounts, Quarantine, TraceState
 from swemill.traces.stream import DEFAULT_SEGMENT_BYTES, emit_part
 
 __all__ = ["IngestOptions", "ingest_session_file", "SOURCE"]

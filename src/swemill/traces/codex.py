@@ -49,8 +49,8 @@ from swemill.traces.build import (
 )
 from swemill.traces.claude_code import IngestOptions
 from swemill.traces.lines import iter_records
-from swemill.traces.records import IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
+from swemill.traces.states import IngestCounts, Quarantine, TraceState
 
 __all__ = ["SOURCE", "ingest_codex_file", "sniff"]
 

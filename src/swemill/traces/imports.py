@@ -31,8 +31,8 @@ from swemill.core.toolmap import from_bash_agent, from_swe_agent_action, from_sw
 from swemill.core.tools import ToolCall
 from swemill.traces.build import SessionPart, TurnRef, make_states, make_trajectory, unique_key
 from swemill.traces.lines import head_of
-from swemill.traces.records import IngestCounts, Quarantine
 from swemill.traces.scrub_hook import Scrubber
+from swemill.traces.states import IngestCounts, Quarantine
 
 __all__ = ["import_mini_swe_agent", "import_swe_agent", "load_document"]
 

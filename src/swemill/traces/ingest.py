@@ -43,8 +43,8 @@ from swemill.traces.codex import ingest_codex_file
 from swemill.traces.codex import sniff as sniff_codex
 from swemill.traces.imports import import_mini_swe_agent, import_swe_agent
 from swemill.traces.lines import HEAD_BYTES, head_of
-from swemill.traces.records import IngestCounts, Quarantine, TraceState
 from swemill.traces.scrub_hook import Scrubber
+from swemill.traces.states import IngestCounts, Quarantine, TraceState
 from swemill.traces.stream import message_bytes
 
 __all__ = ["discover", "iter_items", "ingest", "IngestResult", "state_schema", "classify",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swemill.traces.records import Quarantine
+from swemill.traces.states import Quarantine
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "HEAD_BYTES", "MAX_DEPTH", "Line", "LineReader",
            "head_of", "iter_lines", "iter_records"]

@@ -6,7 +6,7 @@ from swemill.core.errors import StoreError
 from swemill.core.records import Trajectory
 from swemill.core.segments import join_segments
 from swemill.store import Store
-from swemill.traces.records import Quarantine, TraceState
+from swemill.traces.states import Quarantine, TraceState
 
 __all__ = ["load_states", "load_trajectories", "load_quarantine"]
 

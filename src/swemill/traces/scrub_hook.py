@@ -3,7 +3,7 @@
 Session logs store tool output verbatim, and it often holds keys, tokens and ``.env``
 contents. Every text that goes into a :class:`TraceState` or a ``Trajectory`` (message text,
 thinking, tool arguments, tool results, a run's submission) passes through
-:meth:`Scrubber.text`, which applies :func:`swemill.corpus.scrub.scrub` and tallies what it
+:meth:`Scrubber.text`, which applies :func:`swemill.corpus.redact.scrub` and tallies what it
 redacted per kind; the tallies end up in the ingest counts and the run manifest.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from swemill.corpus.scrub import scrub
+from swemill.corpus.redact import scrub
 
 __all__ = ["Scrubber"]
 
@@ -26,7 +26,7 @@ class Scrubber:
     def __init__(self, keep: Collection[str] = ()) -> None:
         self.counts: dict[str, int] = {}
         self.keep = frozenset(keep)
-        """Kinds left in place (``--scrub-keep``); see :data:`swemill.corpus.scrub.KEEPABLE`."""
+        """Kinds left in place (``--scrub-keep``); see :data:`swemill.corpus.redact.KEEPABLE`."""
 
     def text(self, text: str) -> str:
         # The single scrub call site of the traces stage.

@@ -28,7 +28,7 @@ from swemill.core.records import (
 )
 from swemill.core.segments import SEGMENT, SEGMENTS
 from swemill.traces.build import SessionPart, TurnRef, _counted, _state, trajectory_metadata
-from swemill.traces.records import IngestCounts, TraceState
+from swemill.traces.states import IngestCounts, TraceState
 
 __all__ = ["MessageStream", "emit_part", "message_bytes", "DEFAULT_SEGMENT_BYTES"]
 

@@ -1,7 +1,7 @@
 """The audit: check accepted tasks the slow, obvious way.
 
 Each audited task's snapshot is unpacked into a fresh sandbox and the *whole* suite is run
-cold (``testing.run_tests``: a new interpreter, swemill's own reporter), first on the broken
+cold (``suite.run_tests``: a new interpreter, swemill's own reporter), first on the broken
 tree, then with the golden patch applied. Every FAIL_TO_PASS test must fail and then pass,
 every PASS_TO_PASS test must pass both times. This is what makes the validator's shortcuts
 (selected tests, inherited PASS_TO_PASS, the warm server) checkable.
@@ -25,8 +25,8 @@ from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import open_sandbox
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
-from swemill.testing.runner import run_tests
-from swemill.testing.timeouts import adaptive_timeout
+from swemill.suite.runner import run_tests
+from swemill.suite.timeouts import adaptive_timeout
 from swemill.validate.snapshot import unpack_tree
 from swemill.validate.worker import git_in
 

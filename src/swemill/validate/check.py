@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 from swemill.core.errors import SandboxError, SynthesisError
 from swemill.core.records import Baseline, Candidate, TestStatus
+from swemill.suite.timeouts import adaptive_timeout
 from swemill.synth.patches import reverse_patch
-from swemill.testing.timeouts import adaptive_timeout
 from swemill.validate.explain import first_error, refusal_detail, run_failure
 from swemill.validate.gates import FAILING, PASSING, GateVerdict4, RunEvidence, decide
 from swemill.validate.warm import Deadlines

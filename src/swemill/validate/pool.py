@@ -24,7 +24,7 @@ from swemill.core.records import Candidate
 from swemill.repo.commitenv import CommitEnvs
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import Limits
-from swemill.sandbox.base import Sandbox
+from swemill.sandbox.contract import Sandbox
 from swemill.validate.check import CheckContext, Checked, check_candidate
 from swemill.validate.worker import Worker, open_base
 

@@ -31,16 +31,16 @@ from swemill.sandbox import Limits
 from swemill.store import Store, schema_for_model
 from swemill.store.layout import check_run_id, gate_verdicts_key, manifest_key
 from swemill.synth import make_strategy
-from swemill.synth.base import RepoView
+from swemill.synth.strategy import RepoView
 from swemill.synth.combine import ValidatedBug
-from swemill.synth.rows import RowsSource
-from swemill.testing.baseline import run_baseline
-from swemill.testing.runner import command_line
-from swemill.testing.timeouts import suite_timeout_for
+from swemill.synth.dataset_rows import RowsSource
+from swemill.suite.baseline import run_baseline
+from swemill.suite.runner import command_line
+from swemill.suite.timeouts import suite_timeout_for
 from swemill.validate.audit import audit_size, run_audit
 from swemill.validate.check import CheckContext, Checked
 from swemill.validate.chunks import ExecutorPool, executor_for_tasks
-from swemill.validate.config import StrategyYield, TasksConfig, TasksResult
+from swemill.validate.tasks_config import StrategyYield, TasksConfig, TasksResult
 from swemill.validate.drops import CANDIDATES_STAGE, candidate_records, summarize
 from swemill.validate.emit import instance_id_of
 from swemill.validate.feed import FEED_STAGE, feed_digest, read_feed, write_feed

@@ -31,9 +31,9 @@ from swemill.core.records import TestStatus
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import Bind, Limits, open_sandbox
 from swemill.sandbox._spawn import Spawned
-from swemill.sandbox.base import Sandbox
+from swemill.sandbox.contract import Sandbox
+from swemill.suite.runner import PLUGIN_MODULE, ensure_plugin, pytest_argv
 from swemill.synth.patches import parse_patch
-from swemill.testing.runner import PLUGIN_MODULE, ensure_plugin, pytest_argv
 from swemill.validate.gates import FAILING, RunEvidence
 from swemill.validate.warm import (
     HOTPATCH_INSIDE,

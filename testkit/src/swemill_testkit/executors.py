@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from swemill.executors.base import TransientError
+from swemill.executors.executor import TransientError
 from swemill.store import Store
 
 __all__ = ["square", "fail_if_negative", "crash_once", "transient_once", "read_object",

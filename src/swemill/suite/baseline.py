@@ -19,12 +19,12 @@ from swemill.core.records import Baseline, TestStatus
 from swemill.repo.cache import write_text_atomic
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import open_sandbox
-from swemill.sandbox.base import Sandbox
+from swemill.sandbox.contract import Sandbox
 from swemill.sandbox.leftovers import scratch_dir
-from swemill.testing.covermap import build_coverage_map, shared_functions
-from swemill.testing.report import TestRunReport
-from swemill.testing.runner import command_line, run_tests
-from swemill.testing.timeouts import SuiteTimeout, suite_timeout_for
+from swemill.suite.covermap import build_coverage_map, shared_functions
+from swemill.suite.verdict import TestRunReport
+from swemill.suite.runner import command_line, run_tests
+from swemill.suite.timeouts import SuiteTimeout, suite_timeout_for
 
 __all__ = ["run_baseline", "collect_errors", "combine_runs", "load_baseline", "fresh_sandbox",
            "BASELINE_VERSION"]
@@ -62,7 +62,7 @@ def run_baseline(env: RepoEnv, *, backend: str = "auto", runs: int = 3,
     """Return the env's baseline, running the suite ``runs`` times unless one is saved.
 
     Each run may take ``suite_timeout`` seconds; None derives the bound from the suite's size
-    (:func:`swemill.testing.timeouts.suite_timeout_for`)."""
+    (:func:`swemill.suite.timeouts.suite_timeout_for`)."""
     cached = None if rebuild else load_baseline(env)
     if cached is not None:
         return cached

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from swemill.policies.fake_server import (
+from swemill_testkit.fake_server import (
     FakeError,
     FakeOpenAIServer,
     step_from_dict,
@@ -66,7 +66,7 @@ def test_command_line_server(tmp_path: Path) -> None:
     script = tmp_path / "steps.json"
     script.write_text(json.dumps([{"text": "hello"}]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "swemill.policies.fake_server", "--script", str(script),
+        [sys.executable, "-m", "swemill_testkit.fake_server", "--script", str(script),
          "--port", "0"], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from swemill.repo.envbuild import RepoEnv
 from swemill.repo.recipe import Recipe
-from swemill.testing.runner import PLUGIN_MODULE, env_plugins, pytest_argv
+from swemill.suite.runner import PLUGIN_MODULE, env_plugins, pytest_argv
 
 
 def _env(tmp_path: Path, plugins: dict[str, str]) -> RepoEnv:

@@ -8,7 +8,7 @@ callable that picks the step from the request. Every request is recorded for ass
     with FakeOpenAIServer([errors_then(2), tool_reply("submit")]) as srv:
         policy = policy_from_spec(f"openai:fake@{srv.base_url}")
 
-From a shell: ``python -m swemill.policies.fake_server --script steps.json --port 8000``.
+From a shell: ``python -m swemill_testkit.fake_server --script steps.json --port 8000``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from swemill.policies.fake_wire import anthropic_body, openai_body
+from swemill_testkit.fake_wire import anthropic_body, openai_body
 
 __all__ = [
     "FakeToolCall",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from swemill.testing.report import parse_report
+from swemill.suite.verdict import parse_report
 
 NONCE = "n0nce"
 

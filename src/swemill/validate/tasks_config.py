@@ -67,7 +67,7 @@ class TasksConfig(BaseModel):
     timeout_margin_s: float = Field(default=5.0, ge=0)
     suite_timeout_s: float | None = Field(default=None, gt=0)
     """Bound on one baseline run of the whole suite (the baseline itself has no durations
-    yet); None derives it from the suite's size (``testing.timeouts.suite_timeout_for``)."""
+    yet); None derives it from the suite's size (``suite.timeouts.suite_timeout_for``)."""
     memory_mb: int = Field(default=4096, ge=64)
     """Memory limit of each worker's sandbox."""
     head_image: bool = True

@@ -15,10 +15,10 @@ from typing import Any
 
 from swemill.core.errors import CorpusError
 from swemill.core.records import RunManifest, utcnow
-from swemill.probe.config import TINY_MODEL, HeldOut, Margin, ProbeConfig, ProbeResult
 from swemill.probe.data import Splits, load_splits, no_sft_rows, present
 from swemill.probe.deps import require
 from swemill.probe.model import check_model_spec
+from swemill.probe.probe_config import TINY_MODEL, HeldOut, Margin, ProbeConfig, ProbeResult
 from swemill.sandbox.leftovers import scratch_prefix
 from swemill.store import Store
 from swemill.store.layout import manifest_key, report_key

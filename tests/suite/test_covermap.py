@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swemill.testing.covermap import build_coverage_map, function_spans
+from swemill.suite.covermap import build_coverage_map, function_spans
 
 SOURCE = '''\
 import functools

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from swemill.core.records import Baseline, TestResult, TestStatus
-from swemill.testing.baseline import combine_runs
-from swemill.testing.report import TestRunReport
-from swemill.testing.timeouts import (
+from swemill.suite.baseline import combine_runs
+from swemill.suite.timeouts import (
     SUITE_CEILING_S,
     SUITE_FLOOR_S,
     SUITE_PER_TEST_S,
@@ -15,6 +14,7 @@ from swemill.testing.timeouts import (
     count_tests,
     suite_timeout_for,
 )
+from swemill.suite.verdict import TestRunReport
 
 
 def baseline(**durations: float) -> Baseline:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from swemill.policies.base import family_of
+from swemill.policies.policy import family_of
 from swemill.replay import batch_format as bf
 
 __all__ = ["FakeBatchService", "RecordError", "output_body"]

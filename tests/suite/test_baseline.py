@@ -15,9 +15,9 @@ import pytest
 
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.sources import resolve_source
-from swemill.testing.baseline import fresh_sandbox, load_baseline, run_baseline
-from swemill.testing.runner import run_tests
-from swemill.testing.timeouts import adaptive_timeout
+from swemill.suite.baseline import fresh_sandbox, load_baseline, run_baseline
+from swemill.suite.runner import run_tests
+from swemill.suite.timeouts import adaptive_timeout
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from swemill.testing.report import parse_report
+from swemill.suite.verdict import parse_report
 
 pytestmark = pytest.mark.slow  # two real pytest subprocesses
 
@@ -58,7 +58,7 @@ def run(tmp_path: Path, select: list[str] | None = None) -> tuple[str, int]:
         env["SWEMILL_SELECT"] = str(tmp_path / "select.txt")
         args += sorted({s.split("::")[0] for s in select})
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "swemill.testing.pytest_plugin", "-p",
+        [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p",
          "no:cacheprovider", "-o", "addopts=", f"--rootdir={tmp_path}", "-q", *args],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
@@ -101,7 +101,7 @@ def _guarded_run(tmp_path: Path, guard: bool) -> tuple[str, int, str]:
            **({"SWEMILL_GUARD": "1"} if guard else {})}
     (tmp_path / "report.jsonl").unlink(missing_ok=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "swemill.testing.pytest_plugin", "-p",
+        [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p",
          "no:cacheprovider", "-o", "addopts=", f"--rootdir={tmp_path}", "-q", "test_mod.py"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )

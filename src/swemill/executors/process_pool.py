@@ -2,7 +2,7 @@
 
 Work functions and items must pickle (module-level functions, records). A worker that dies
 breaks the whole pool in ``concurrent.futures``; the items that were in flight are recorded
-as :class:`~swemill.executors.base.WorkerLost` attempts, a fresh pool is started, and they
+as :class:`~swemill.executors.executor.WorkerLost` attempts, a fresh pool is started, and they
 run again while retries remain.
 """
 
@@ -16,7 +16,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from swemill.core.errors import ConfigError
-from swemill.executors.base import ItemResult, WorkerLost, check_retries, describe, run_one
+from swemill.executors.executor import ItemResult, WorkerLost, check_retries, describe, run_one
 
 __all__ = ["LocalExecutor"]
 

@@ -1,7 +1,7 @@
-"""Run pytest inside a sandbox and judge the result (see :mod:`swemill.testing.report`).
+"""Run pytest inside a sandbox and judge the result (see :mod:`swemill.suite.verdict`).
 
 Running and judging are apart: :func:`run_tests` executes and collects the raw report and
-exit code, then calls the pure :func:`~swemill.testing.report.parse_report`.
+exit code, then calls the pure :func:`~swemill.suite.verdict.parse_report`.
 
 A grading run (``isolated=True``) trusts nothing the workspace could have added to the test
 process: plugin autoloading is off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``), so an entry point
@@ -10,7 +10,7 @@ ran with (the ``pytest11`` entry points of the environment's read-only site-pack
 ones the runner always disables) are named with ``-p``; no bytecode is written
 (``PYTHONDONTWRITEBYTECODE``) and the reporter turns off pytest's reading of its
 rewritten-test cache; and the run is sealed (``SWEMILL_GUARD``, see
-:mod:`swemill.testing.report`). The grading tree itself holds no bytecode cache
+:mod:`swemill.suite.verdict`). The grading tree itself holds no bytecode cache
 (:mod:`swemill.agent.carry`). ``PYTHONPYCACHEPREFIX`` is not used: it would make every module,
 the standard library's included, compile from source (+1.3 s per run on the sample).
 """
@@ -29,8 +29,8 @@ from typing import Any
 from swemill.core.errors import TestRunError
 from swemill.repo.cache import write_text_atomic
 from swemill.repo.envbuild import RepoEnv
-from swemill.sandbox.base import Sandbox
-from swemill.testing.report import TestRunReport, parse_report
+from swemill.sandbox.contract import Sandbox
+from swemill.suite.verdict import TestRunReport, parse_report
 
 __all__ = ["run_tests", "pytest_argv", "ensure_plugin", "env_plugins", "PLUGIN_MODULE"]
 

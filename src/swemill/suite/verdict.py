@@ -1,6 +1,6 @@
 """Judging a test run: a pure function of the saved report and the process's exit code.
 
-The report is the JSON-lines file :mod:`swemill.testing.pytest_plugin` writes. A run is
+The report is the JSON-lines file :mod:`swemill.suite.pytest_plugin` writes. A run is
 *trustworthy* only when the report and the exit code tell the same story: pytest's own summary
 line is present, its exit status is the process's, and failures are reported exactly when the
 exit code says there were some. A log that claims every test passed while the process exited
@@ -26,7 +26,7 @@ __all__ = ["TestRunReport", "parse_report"]
 
 _BAD = ("failed", "error")
 _SEAL = "swemill-report-sha256"
-"""The digest line's tag; the reporter (:mod:`swemill.testing.pytest_plugin`) writes it."""
+"""The digest line's tag; the reporter (:mod:`swemill.suite.pytest_plugin`) writes it."""
 _EXIT_MEANING = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 # CPython's default repr, ``<Warehouse object at 0x7f8c44cd1f90>``: the address differs on
 # every run and means nothing, and a message is quoted in problem statements and tool results,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from swemill.policies.fake_server import FakeReply
+    from swemill_testkit.fake_server import FakeReply
 
 __all__ = ["openai_body", "anthropic_body"]
 
