@@ -9,7 +9,7 @@ from typing import Any
 from tests.agent.conftest import SampleTasks, sample_tasks  # noqa: F401 - the shared fixture
 
 from swemill.core.records import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from swemill.policies.base import Policy
+from swemill.policies.policy import Policy
 
 __all__ = ["SampleTasks", "play"]
 

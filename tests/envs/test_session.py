@@ -9,7 +9,7 @@ import pytest
 
 from swemill import envs
 from swemill.core.errors import SessionError
-from swemill.policies.base import policy_from_spec
+from swemill.policies.policy import policy_from_spec
 
 from .conftest import SampleTasks, play
 

@@ -2,8 +2,8 @@
 ``Session.reset() -> Observation``; ``Session.step(call) -> StepResult`` (observation, reward,
 done, info); ``Session.close()``. :mod:`swemill.envs.server` serves the same over HTTP."""
 
-from swemill.envs.pool import EnvPool
-from swemill.envs.records import (
+from swemill.envs.env_pool import EnvPool
+from swemill.envs.schema import (
     Observation,
     SessionState,
     StepInfo,

@@ -1,8 +1,9 @@
 """One episode of one task: ``reset() -> Observation``, ``step(call) -> StepResult``.
 
-A session's workspace is a fork of the task's prepared one (:class:`~swemill.envs.pool.EnvPool`).
-Actions go through :meth:`TaskEnv.step`, the same tools a rollout policy has. The episode is
-graded once, when the policy calls ``submit`` or when the step limit is reached, by
+A session's workspace is a fork of the task's prepared one
+(:class:`~swemill.envs.env_pool.EnvPool`). Actions go through :meth:`TaskEnv.step`, the same
+tools a rollout policy has. The episode is graded once, when the policy calls ``submit`` or
+when the step limit is reached, by
 :meth:`TaskEnv.submit`: the pristine snapshot plus the carried source change, in a fresh
 sandbox, judged by :func:`~swemill.agent.grading.grade_run`. The reward is 1.0 when the grader
 resolves the task and 0.0 otherwise; the masked pass fraction rides in ``info``.
@@ -25,8 +26,8 @@ from swemill.agent.monitor import HackMonitor
 from swemill.core.errors import SessionError, SwemillError
 from swemill.core.records import Task
 from swemill.core.tools import ToolCall, tool_schemas
-from swemill.envs.pool import EnvPool
-from swemill.envs.records import (
+from swemill.envs.env_pool import EnvPool
+from swemill.envs.schema import (
     Observation,
     SessionState,
     StepInfo,

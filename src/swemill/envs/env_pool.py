@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from swemill.agent.env import EnvConfig, EnvResolver, TaskEnv
 from swemill.core.errors import SessionError, StoreError
 from swemill.core.records import Task
-from swemill.envs.records import TaskCard
+from swemill.envs.schema import TaskCard
 from swemill.store import Store
 
 __all__ = ["EnvPool"]
