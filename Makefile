@@ -11,7 +11,7 @@ test: setup
 	@bash scripts/test.sh
 
 lint: setup
-	.venv/bin/ruff check src tests && .venv/bin/mypy src && .venv/bin/lint-imports
+	.venv/bin/ruff check src tests benchmarks testkit && .venv/bin/mypy src testkit/src && .venv/bin/lint-imports
 
 bench: setup
 	.venv/bin/python benchmarks/run_all.py

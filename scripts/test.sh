@@ -10,8 +10,8 @@ if [ "$rc" = "5" ]; then
 fi
 # The whole suite (no arguments, as CI runs it) also checks what `make lint` checks.
 if [ "$#" = "0" ]; then
-  .venv/bin/ruff check src tests benchmarks || rc=1
-  .venv/bin/mypy src || rc=1
+  .venv/bin/ruff check src tests benchmarks testkit || rc=1
+  .venv/bin/mypy src testkit/src || rc=1
   .venv/bin/lint-imports || rc=1  # the layers of docs/architecture.md (pyproject.toml)
 fi
 exit "$rc"

@@ -15,7 +15,7 @@ import pytest
 from tests.agent.hack_policies import HACKS
 
 from swemill.envs.launch import ServerProcess
-from swemill.policies.base import policy_from_spec
+from swemill.policies.policy import policy_from_spec
 from swemill.policies.scripted import ScriptedPolicy
 from swemill.validate.guard import GoldenGuard
 

@@ -15,7 +15,7 @@ pytest.importorskip("pyspark")
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from swemill.spark.session import spark_session
+    from swemill.spark.spark_session import spark_session
 
     session = spark_session("swemill-tests", "local[2]")
     session.sparkContext.setLogLevel("ERROR")

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         try:
             import uvicorn
 
-            from swemill.envs.pool import EnvPool
+            from swemill.envs.env_pool import EnvPool
             from swemill.envs.server import ServeConfig, check_bind, create_app
         except ImportError as exc:
             fail(f"swemill serve needs the 'serve' extra (pip install 'swemill[serve]'): {exc}")

@@ -32,6 +32,7 @@ from swemill.core.records import (
 )
 from swemill.corpus.dedup import NearDupIndex
 from swemill.corpus.filters import FilterChain
+from swemill.corpus.redact import scrub, scrub_value
 from swemill.corpus.rows import (
     dpo_row,
     prompt_messages,
@@ -41,7 +42,6 @@ from swemill.corpus.rows import (
     tools_json,
     wm_rows,
 )
-from swemill.corpus.redact import scrub, scrub_value
 from swemill.corpus.split import Split, SplitConfig, SplitItem, family_of, split
 from swemill.validate.guard import GoldenGuard
 

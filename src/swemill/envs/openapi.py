@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import models_json_schema
 
-from swemill.envs.records import (
+from swemill.envs.schema import (
     Observation,
     OpenRequest,
     SessionState,

@@ -34,9 +34,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from swemill.core.errors import ConfigError, SessionError, SwemillError
+from swemill.envs.env_pool import EnvPool
 from swemill.envs.openapi import openapi_schema
-from swemill.envs.pool import EnvPool
-from swemill.envs.records import OpenRequest, StepRequest
+from swemill.envs.schema import OpenRequest, StepRequest
 from swemill.envs.session import Session
 from swemill.envs.table import SessionTable, TableFull
 

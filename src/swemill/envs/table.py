@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 from swemill.core.errors import SessionError
-from swemill.envs.pool import EnvPool
-from swemill.envs.records import Observation
+from swemill.envs.env_pool import EnvPool
+from swemill.envs.schema import Observation
 from swemill.envs.session import Session
 
 __all__ = ["SessionTable", "TableFull"]

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from swemill.core.errors import SandboxUnavailable
-from swemill.sandbox.contract import WORKSPACE, Bind, ExecResult, Limits, Sandbox
 from swemill.sandbox.bwrap import usable
+from swemill.sandbox.contract import WORKSPACE, Bind, ExecResult, Limits, Sandbox
 
 __all__ = ["WORKSPACE", "Bind", "ExecResult", "Limits", "Sandbox", "open_sandbox"]
 

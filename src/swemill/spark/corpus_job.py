@@ -301,7 +301,7 @@ def _record(store: Store, run_id: str, summary: SparkCorpusSummary, drops: list[
 
 def main(argv: list[str] | None = None) -> int:
     """``spark-submit ... corpus_job.py --out ROOT --run-id RUN`` (EMR adds its own args)."""
-    from swemill.spark.session import spark_session
+    from swemill.spark.spark_session import spark_session
 
     parser = job_parser("Build a run's corpus (normalise + cross-partition dedup) with Spark.")
     parser.add_argument("--holdout", type=float, default=None)

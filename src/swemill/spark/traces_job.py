@@ -161,7 +161,7 @@ def ingest_spark(spark: Any, paths: list[str], store: Store, run_id: str | None 
 
 def main(argv: list[str] | None = None) -> int:
     """``spark-submit ... traces_job.py --out ROOT --input PATH...`` (Glue adds its own)."""
-    from swemill.spark.session import spark_session
+    from swemill.spark.spark_session import spark_session
 
     parser = job_parser("Ingest agent session logs into a swemill store with Spark.")
     # An option, not positional: Glue appends "--JOB_NAME name ..." which must be left alone.

@@ -22,9 +22,9 @@ from swemill.sandbox import open_sandbox
 from swemill.sandbox.contract import Sandbox
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.suite.covermap import build_coverage_map, shared_functions
-from swemill.suite.verdict import TestRunReport
 from swemill.suite.runner import command_line, run_tests
 from swemill.suite.timeouts import SuiteTimeout, suite_timeout_for
+from swemill.suite.verdict import TestRunReport
 
 __all__ = ["run_baseline", "collect_errors", "combine_runs", "load_baseline", "fresh_sandbox",
            "BASELINE_VERSION"]

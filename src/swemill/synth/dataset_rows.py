@@ -27,9 +27,9 @@ from pydantic import ValidationError as PydanticValidationError
 from swemill.core.errors import SourceError, SynthesisError
 from swemill.core.records import Candidate, Drop
 from swemill.store.parquet import read_parquet
-from swemill.synth.strategy import RepoView, SynthReport, candidate_id, git
 from swemill.synth.materialize import PatchedFiles
 from swemill.synth.patches import join_patches, patch_files, reverse_patch
+from swemill.synth.strategy import RepoView, SynthReport, candidate_id, git
 
 __all__ = ["Row", "RowShape", "RowsSource", "RowsStrategy", "load_rows"]
 
