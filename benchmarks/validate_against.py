@@ -56,12 +56,13 @@ def worker(spec: str, candidates: int, workers: int, seed: int, rev_selection: b
     from swemill.repo.sources import resolve_source
     from swemill.sandbox import Limits
     from swemill.synth import make_strategy
-    from swemill.synth.base import RepoView
     from swemill.validate.check import CheckContext
     from swemill.validate.pool import WorkerPool
-    try:
+    try:  # this checkout's module names, then REV's (before swemill.testing became suite)
         from swemill.suite.baseline import run_baseline  # type: ignore[import-not-found]
+        from swemill.synth.strategy import RepoView  # type: ignore[import-not-found]
     except ImportError:
+        from swemill.synth.base import RepoView  # type: ignore[no-redef]
         from swemill.testing.baseline import run_baseline  # type: ignore[no-redef]
 
     src = resolve_source(spec)

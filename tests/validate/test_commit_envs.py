@@ -26,10 +26,10 @@ from swemill.agent.env import EnvResolver
 from swemill.core.records import CandidateRecord, Task
 from swemill.repo.commitenv import CommitEnvs
 from swemill.repo.envbuild import build_env
-from swemill.repo.history import declaration_digest
+from swemill.repo.past_deps import declaration_digest
 from swemill.repo.sources import resolve_source
 from swemill.store import Store
-from swemill.validate.config import TasksConfig
+from swemill.validate.tasks_config import TasksConfig
 from swemill.validate.validator import run_tasks
 
 from .conftest import run_git

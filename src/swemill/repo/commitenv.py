@@ -1,7 +1,7 @@
 """Environments for the base commits of candidates: the head's, or one built for the commit.
 
 pr-mirror and rows validate candidates at older commits. Where such a commit declares the
-dependencies the head declares (:func:`~swemill.repo.history.declaration_digest` is the
+dependencies the head declares (:func:`~swemill.repo.past_deps.declaration_digest` is the
 same), the head's environment serves it and nothing is built. Where it declares others (a
 dependency the head dropped, a version the head no longer allows), it gets its own
 environment: a clone of the working copy checked out at that commit, built with the recipe
@@ -11,7 +11,7 @@ that declares the same shares it, in this run and the next.
 
 A run builds at most ``limit`` of them (each costs an environment build); past that, and
 where a build fails, the commit runs in the head's environment as before (which also holds
-what older commits declared, see :mod:`swemill.repo.history`), and :attr:`CommitEnvs.notes`
+what older commits declared, see :mod:`swemill.repo.past_deps`), and :attr:`CommitEnvs.notes`
 says so.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from swemill.core.errors import SwemillError
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify
 from swemill.repo.envbuild import RepoEnv, build_env
-from swemill.repo.history import declaration_digest
+from swemill.repo.past_deps import declaration_digest
 from swemill.repo.recipe import Recipe, resolve_recipe
 from swemill.repo.sources import ResolvedSource, git
 

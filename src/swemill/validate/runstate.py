@@ -17,11 +17,11 @@ from swemill.repo.envbuild import RepoEnv
 from swemill.repo.sources import ResolvedSource
 from swemill.store import Store
 from swemill.store.layout import env_prefix
+from swemill.suite.runner import command_line
 from swemill.synth.problem import FailingTest, PolicyProblemWriter, write_problem_statement
-from swemill.testing.runner import command_line
 from swemill.validate.check import Checked
-from swemill.validate.config import TasksConfig
 from swemill.validate.emit import emit_task
+from swemill.validate.tasks_config import TasksConfig
 
 __all__ = ["RunState", "problem_writer"]
 

@@ -30,23 +30,23 @@ from swemill.repo.sources import resolve_source
 from swemill.sandbox import Limits
 from swemill.store import Store, schema_for_model
 from swemill.store.layout import check_run_id, gate_verdicts_key, manifest_key
-from swemill.synth import make_strategy
-from swemill.synth.strategy import RepoView
-from swemill.synth.combine import ValidatedBug
-from swemill.synth.dataset_rows import RowsSource
 from swemill.suite.baseline import run_baseline
 from swemill.suite.runner import command_line
 from swemill.suite.timeouts import suite_timeout_for
+from swemill.synth import make_strategy
+from swemill.synth.combine import ValidatedBug
+from swemill.synth.dataset_rows import RowsSource
+from swemill.synth.strategy import RepoView
 from swemill.validate.audit import audit_size, run_audit
 from swemill.validate.check import CheckContext, Checked
 from swemill.validate.chunks import ExecutorPool, executor_for_tasks
-from swemill.validate.tasks_config import StrategyYield, TasksConfig, TasksResult
 from swemill.validate.drops import CANDIDATES_STAGE, candidate_records, summarize
 from swemill.validate.emit import instance_id_of
 from swemill.validate.feed import FEED_STAGE, feed_digest, read_feed, write_feed
 from swemill.validate.pool import WorkerPool
 from swemill.validate.runstate import RunState, problem_writer
 from swemill.validate.snapshot import digest
+from swemill.validate.tasks_config import StrategyYield, TasksConfig, TasksResult
 
 __all__ = ["run_tasks", "TasksConfig", "TasksResult"]
 
