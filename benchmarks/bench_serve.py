@@ -137,7 +137,7 @@ def _build(args: argparse.Namespace, tmp: Path) -> tuple[Path, str]:
     if args.store:
         return Path(args.store), args.run
     from swemill.store import Store
-    from swemill.validate.config import TasksConfig
+    from swemill.validate.tasks_config import TasksConfig
     from swemill.validate.validator import run_tasks
 
     root = tmp / "store"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from swemill.repo.commitenv import CommitEnvs
 from swemill.repo.envbuild import RepoEnv
-from swemill.repo.history import declaration_digest
+from swemill.repo.past_deps import declaration_digest
 from swemill.repo.recipe import Recipe
 from swemill.repo.sources import ResolvedSource, git
 
