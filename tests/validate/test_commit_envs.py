@@ -171,7 +171,7 @@ def test_an_older_commit_needing_another_dependency_validates_in_its_own_env(
     assert list(result.commit_envs) == [key]
     [row] = [r for r in store.read_records("candidates", "r1", CandidateRecord)
              if r.base_commit == fix]
-    assert row.verdict == "written" and row.reason == "accepted"
+    assert row.verdict == "written" and row.reason == "accepted" and row.env_key == key
 
     # the head's own candidate (if any) ran in the head's env; the commit's env is cached
     src = resolve_source(str(root))

@@ -183,6 +183,9 @@ class CandidateRecord(_Record):
     fail_to_pass: int = 0
     pass_to_pass: int = 0
     wall_s: float = 0.0
+    env_key: str = ""
+    """The environment it was validated in: the head's, or its base commit's own
+    (``<repo>@deps-<hash>``, see ``swemill.repo.commitenv``)."""
 
 
 class Task(_Record):

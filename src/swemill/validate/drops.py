@@ -47,7 +47,7 @@ def candidate_records(checked: Sequence[Checked], written: Iterable[str], repo: 
             base_commit=c.base_commit, verdict=verdict, reason=v.reason,
             detail=one_line(v.detail), selected_tests=c.selected,
             fail_to_pass=len(v.fail_to_pass), pass_to_pass=len(v.pass_to_pass),
-            wall_s=round(c.wall_s, 3)))
+            wall_s=round(c.wall_s, 3), env_key=c.env_key))
     return rows
 
 
