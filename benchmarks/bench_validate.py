@@ -50,6 +50,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swemill.core.git import run_git
 from swemill.core.records import Baseline, Candidate
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.sources import resolve_source
@@ -63,7 +64,6 @@ from swemill.synth.strategy import RepoView
 from swemill.validate.check import CheckContext, Checked
 from swemill.validate.gates import GateVerdict4, RunEvidence, decide
 from swemill.validate.pool import WorkerPool
-from swemill.validate.worker import git_in
 
 REPOS = ("sample", "pypi:toolz==1.0.0", "pypi:more-itertools==10.5.0")
 NAIVE_N = {"pypi:more-itertools==10.5.0": 6}
@@ -114,7 +114,7 @@ def naive_run(env: RepoEnv, patches: list[str], timeout: float) -> RunEvidence |
         ws = tmp / "ws"
         shutil.copytree(env.source_path, ws, symlinks=True)
         for p in patches:
-            if git_in(ws, "apply", "-", stdin=p).returncode != 0:
+            if run_git(["apply", "-"], ws, input=p).returncode != 0:
                 return None
         with open_sandbox(ws, binds=env.binds(), backend=BACKEND) as sb:
             r = run_tests(sb, env, None, timeout=timeout)

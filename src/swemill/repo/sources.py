@@ -10,15 +10,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from swemill.core.errors import ConfigError, SourceError
+from swemill.core.git import git as run_git_checked
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, tree_hash
 from swemill.repo.pypi import fetch_sdist, normalize_name
 
@@ -28,16 +27,6 @@ __all__ = ["ResolvedSource", "SourceKind", "resolve_source", "git_commit_all", "
 SourceKind = Literal["sample", "local", "git", "pypi"]
 
 # A fixed identity and date make the commit of an unpacked sdist the same on every machine.
-_GIT_ENV = {
-    "GIT_AUTHOR_NAME": "swemill",
-    "GIT_AUTHOR_EMAIL": "swemill@localhost",
-    "GIT_COMMITTER_NAME": "swemill",
-    "GIT_COMMITTER_EMAIL": "swemill@localhost",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
-    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
 _COPY_IGNORE = shutil.ignore_patterns(
     "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".tox", ".nox", ".venv"
 )
@@ -90,19 +79,8 @@ def resolve_source(spec: str, *, cache: Path | None = None) -> ResolvedSource:
 
 
 def git(args: list[str], cwd: Path, *, timeout: float = 600) -> str:
-    """Run git with swemill's fixed identity; a failure becomes a one-line SourceError."""
-    env = {**os.environ, **_GIT_ENV}
-    try:
-        proc = subprocess.run(
-            ["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", *args],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise SourceError(f"git {args[0]} did not finish within {timeout:.0f} s") from exc
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise SourceError(f"git {args[0]} failed: {tail}")
-    return proc.stdout.strip()
+    """:func:`swemill.core.git.git` whose failure is a one-line :class:`SourceError`."""
+    return run_git_checked(args, cwd, error=SourceError, timeout=timeout)
 
 
 def git_commit_all(path: Path, message: str, *, ignored: bool = False) -> str:

@@ -8,11 +8,11 @@ commit (``git show``) into a throw-away repository, where ``git apply`` runs for
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from types import TracebackType
 
 from swemill.core.errors import SynthesisError
+from swemill.core.git import git, run_git
 from swemill.core.records import ChangedSymbol
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.synth.patches import apply_patch, parse_patch
@@ -33,7 +33,7 @@ class PatchedFiles:
     def __enter__(self) -> PatchedFiles:
         self.dir = scratch_dir("patch")
         # A repository of its own, so git apply resolves paths against this folder only.
-        subprocess.run(["git", "init", "-q", str(self.dir)], check=True, capture_output=True)
+        git(["init", "-q", str(self.dir)], error=SynthesisError)
         for rel in self.paths:
             data = self._read(rel)
             if data is None:
@@ -53,10 +53,7 @@ class PatchedFiles:
         if self.commit is None:
             path = self.root / rel
             return path.read_bytes() if path.is_file() else None
-        proc = subprocess.run(
-            ["git", "show", f"{self.commit}:{rel}"], cwd=self.root, capture_output=True,
-            check=False,
-        )
+        proc = run_git(["show", f"{self.commit}:{rel}"], self.root, binary=True)
         return proc.stdout if proc.returncode == 0 else None
 
     def apply(self, patch: str, reason: str) -> None:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from unidiff import PatchedFile, PatchSet
+from unidiff.errors import UnidiffParseError
+
 from swemill.core.errors import SynthesisError
+from swemill.core.git import run_git
 
 __all__ = [
     "FilePatch",
@@ -31,7 +34,6 @@ __all__ = [
 ]
 
 _NO_NEWLINE = "\\ No newline at end of file"
-_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
 
 def split_lines(text: str) -> list[str]:
@@ -135,41 +137,45 @@ class FilePatch:
 
 
 def _strip_prefix(raw: str) -> str | None:
-    raw = raw.split("\t", 1)[0].rstrip("\n")
     if raw == "/dev/null":
         return None
     return raw[2:] if raw[:2] in ("a/", "b/") else raw
 
 
+def _header(f: PatchedFile) -> list[str]:
+    """The file's header lines as written: git's extended header (from ``diff --git``: modes,
+    index, renames), then ``---``/``+++`` where the diff has them. Lines before a plain
+    diff's ``---`` (a mail's preamble, a stat) are not the file's."""
+    info = list(f.patch_info or [])
+    out = info if info and info[0].startswith("diff --git ") else []
+    if f.source_file and (f or not out):  # a hunkless git header (rename, mode) has none
+        out.append(f"--- {_stamped(f.source_file, f.source_timestamp)}\n")
+        out.append(f"+++ {_stamped(f.target_file, f.target_timestamp)}\n")
+    return out
+
+
+def _stamped(path: str, stamp: str | None) -> str:
+    return f"{path}\t{stamp}" if stamp else path
+
+
 def parse_patch(patch: str) -> list[FilePatch]:
-    """Split a unified diff into files and hunks; raises SynthesisError on a malformed hunk."""
-    files: list[FilePatch] = []
-    cur: FilePatch | None = None
-    hunk: Hunk | None = None
-    for line in split_lines(patch):
-        if hunk is not None and (not _hunk_done(hunk) or line.startswith("\\")):
-            if line[:1] not in (" ", "-", "+", "\\"):
-                where = cur.path if cur else "?"
-                raise SynthesisError(f"malformed hunk in {where!r}: {line[:60]!r}")
-            hunk.lines.append(line)
-            continue
-        hunk = None
-        new_file = line.startswith("--- ") and (cur is None or bool(cur.hunks))
-        if line.startswith("diff --git ") or new_file:
-            cur = FilePatch(*_git_header_paths(line))
-            files.append(cur)
-        if cur is None:
-            continue  # a preamble (commit message, stat) before the first file
-        if m := _HUNK_RE.match(line.rstrip("\n")):
-            hunk = Hunk(int(m[1]), int(m[2] or 1), int(m[3]), int(m[4] or 1), m[5])
-            cur.hunks.append(hunk)
-        elif not cur.hunks:
-            cur.header.append(line)
-            if line.startswith("--- "):
-                cur.old_path = _strip_prefix(line[4:])
-            elif line.startswith("+++ "):
-                cur.new_path = _strip_prefix(line[4:])
-    return files
+    """Split a unified diff into files and hunks (``unidiff``); raises SynthesisError on a
+    malformed one."""
+    try:
+        files = PatchSet(patch)
+    except UnidiffParseError as exc:
+        raise SynthesisError(f"malformed patch: {exc}") from exc
+    out = []
+    for f in files:
+        git_paths = _git_header_paths(f.patch_info[0]) if f.patch_info else (None, None)
+        fp = FilePatch(_strip_prefix(f.source_file) if f else git_paths[0],
+                       _strip_prefix(f.target_file) if f else git_paths[1], _header(f))
+        for h in f:
+            fp.hunks.append(Hunk(h.source_start, h.source_length, h.target_start,
+                                 h.target_length, f" {h.section_header}" if h.section_header
+                                 else "", [str(line) for line in h]))
+        out.append(fp)
+    return out
 
 
 def _git_header_paths(line: str) -> tuple[str | None, str | None]:
@@ -177,12 +183,6 @@ def _git_header_paths(line: str) -> tuple[str | None, str | None]:
         return None, None
     a, sep, b = line.rstrip("\n")[len("diff --git a/") :].partition(" b/")
     return (a, b) if sep else (None, None)
-
-
-def _hunk_done(hunk: Hunk) -> bool:
-    old = sum(1 for ln in hunk.lines if ln[:1] in (" ", "-"))
-    new = sum(1 for ln in hunk.lines if ln[:1] in (" ", "+"))
-    return old >= hunk.old_len and new >= hunk.new_len
 
 
 def patch_files(patch: str) -> list[str]:
@@ -280,15 +280,11 @@ def join_patches(patches: list[str]) -> str:
 
 
 def _git_apply(root: Path, patch: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
     with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False, encoding="utf-8") as fh:
         fh.write(patch)
         name = fh.name
     try:
-        return subprocess.run(
-            ["git", "apply", "--whitespace=nowarn", *args, name],
-            cwd=root, capture_output=True, text=True, env=env, check=False,
-        )
+        return run_git(["apply", "--whitespace=nowarn", *args, name], root)
     finally:
         os.unlink(name)
 

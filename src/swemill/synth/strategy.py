@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol, runtime_checkable
 
 from swemill.core.errors import SynthesisError
+from swemill.core.git import run_git
 from swemill.core.records import Baseline, Candidate, Drop
 
 __all__ = [
@@ -113,19 +112,7 @@ def is_test_path(relpath: str) -> bool:
 
 def git(root: Path, *args: str, check: bool = True) -> str:
     """Run git in ``root`` without any user or system configuration getting in the way."""
-    env = {
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_TERMINAL_PROMPT": "0",
-        "LC_ALL": "C",
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": os.environ.get("HOME", "/nonexistent"),
-    }
-    proc = subprocess.run(
-        ["git", "-c", "core.quotepath=off", *args],
-        cwd=root, capture_output=True, env=env, check=False,
-        encoding="utf-8", errors="surrogateescape",  # bytes that are not UTF-8 survive
-    )
+    proc = run_git(args, root)
     if check and proc.returncode != 0:
         raise SynthesisError(f"git {args[0]} failed in {root}: {proc.stderr.strip()[:200]}")
     return proc.stdout

@@ -20,6 +20,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from swemill.core.git import run_git
 from swemill.core.records import Baseline, Golden, Task
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import open_sandbox
@@ -28,7 +29,6 @@ from swemill.store import Store
 from swemill.suite.runner import run_tests
 from swemill.suite.timeouts import adaptive_timeout
 from swemill.validate.snapshot import unpack_tree
-from swemill.validate.worker import git_in
 
 __all__ = ["AuditFinding", "audit_size", "audit_task", "run_audit", "AUDIT_ALL_BELOW"]
 
@@ -81,7 +81,7 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
         env.lay_generated(ws)
         with open_sandbox(ws, backend=backend, binds=env.binds()) as sb:
             broken = run_tests(sb, env, None, timeout=timeout)
-            proc = git_in(ws, "apply", "--whitespace=nowarn", "-", stdin=golden.golden_patch)
+            proc = run_git(["apply", "--whitespace=nowarn", "-"], ws, input=golden.golden_patch)
             if proc.returncode != 0:
                 finding.problem = f"golden patch does not apply: {proc.stderr.strip()[:200]}"
                 return finding

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from swemill.core.errors import ValidationError
+from swemill.core.git import run_git
 from swemill.core.records import Golden, LicenseTier, Task
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
@@ -27,7 +28,6 @@ from swemill.validate.check import Checked
 from swemill.validate.guard import GoldenGuard
 from swemill.validate.scrub import scrub_tree
 from swemill.validate.snapshot import digest, pack_tree
-from swemill.validate.worker import git_in
 
 __all__ = ["instance_id_of", "broken_tree", "emit_task"]
 
@@ -47,15 +47,14 @@ def broken_tree(source: Path, commit: str, patches: list[str], dest: Path,
     the files the environment's build generated (``RepoEnv.generated``, placed untracked in
     the working copy ``source``) where the tree has none: the tests import them."""
     dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(source), "archive", "--format=tar", commit],
-                             capture_output=True, check=False)
+    archive = run_git(["archive", "--format=tar", commit], source, binary=True)
     if archive.returncode != 0:
         raise ValidationError(f"cannot read commit {commit[:12]} of {source}: "
                               f"{archive.stderr.decode(errors='replace').strip()[:200]}")
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
     for patch in patches:
         if patch.strip():
-            proc = git_in(dest, "apply", "--whitespace=nowarn", "-", stdin=patch)
+            proc = run_git(["apply", "--whitespace=nowarn", "-"], dest, input=patch)
             if proc.returncode != 0:
                 raise ValidationError(f"a validated patch no longer applies to {commit[:12]}: "
                                       f"{proc.stderr.strip()[:200]}")

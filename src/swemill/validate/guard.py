@@ -20,47 +20,28 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from swemill.core.records import Golden
+from swemill.synth.patches import parse_patch
 
 __all__ = ["GoldenGuard", "golden_lines"]
 
 
-def _hunk_lines(patch: str) -> tuple[set[str], set[str]]:
-    """(added, seen) stripped lines of a unified diff's hunks; seen = context and removed."""
-    added: set[str] = set()
-    seen: set[str] = set()
-    in_hunk = False
-    for line in patch.split("\n"):
-        if line.startswith("diff --git "):
-            in_hunk = False
-        elif line.startswith("@@"):
-            in_hunk = True
-        elif in_hunk and line[:1] == "+":
-            added.add(line[1:].strip())
-        elif in_hunk and line[:1] in (" ", "-"):
-            seen.add(line[1:].strip())
-    return added, seen
+def _hunk_lines(patch: str) -> dict[str, set[str]]:
+    """A unified diff's stripped hunk lines by sign: ``+`` added, ``-`` removed, ``" "``
+    context."""
+    out: dict[str, set[str]] = {"+": set(), "-": set(), " ": set()}
+    for fp in parse_patch(patch):
+        for line in (ln for h in fp.hunks for ln in h.lines):
+            out.get(line[:1], set()).add(line[1:].strip())
+    return out
 
 
 def golden_lines(golden: Golden, min_chars: int = 12) -> set[str]:
     """Golden-only lines: added by the fix, absent from its context/removed lines."""
-    added, seen = _hunk_lines(golden.golden_patch)
+    fix, bug = _hunk_lines(golden.golden_patch), _hunk_lines(golden.bug_patch)
     # The bug patch removes exactly what the fix brings back.
-    removed_by_bug, kept = _hunk_lines(_reverse_signs(golden.bug_patch))
-    added |= removed_by_bug
-    seen |= kept
+    added = fix["+"] | bug["-"]
+    seen = fix[" "] | fix["-"] | bug[" "] | bug["+"]
     return {ln for ln in added - seen if len(ln) >= min_chars}
-
-
-def _reverse_signs(patch: str) -> str:
-    out = []
-    for line in patch.split("\n"):
-        if line.startswith("+") and not line.startswith("+++ "):
-            out.append("-" + line[1:])
-        elif line.startswith("-") and not line.startswith("--- "):
-            out.append("+" + line[1:])
-        else:
-            out.append(line)
-    return "\n".join(out)
 
 
 @dataclass(frozen=True, slots=True)

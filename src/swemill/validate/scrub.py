@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
+
+from swemill.core.errors import ValidationError
+from swemill.core.git import git
 
 __all__ = ["scrub_tree", "LEAKY_DIRS", "LEAKY_SUFFIXES", "fresh_commit"]
 
@@ -24,13 +26,6 @@ TOP_LEVEL_LEAKY_DIRS = frozenset({"build", "dist"})
 """Only at the root: a package may well have a sub-package called ``build``."""
 LEAKY_SUFFIXES = (".pyc", ".pyo", ".orig", ".rej", ".egg-info", ".dist-info")
 LEAKY_FILES = frozenset({".coverage", "coverage.xml", "coverage.json", ".noseids"})
-
-_GIT_ENV = {
-    "GIT_AUTHOR_NAME": "swemill", "GIT_AUTHOR_EMAIL": "swemill@localhost",
-    "GIT_COMMITTER_NAME": "swemill", "GIT_COMMITTER_EMAIL": "swemill@localhost",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
-    "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent",
-}
 
 
 def _is_leaky(name: str, is_dir: bool, top: bool = False) -> bool:
@@ -50,9 +45,9 @@ def _remove(path: Path) -> None:
 
 def fresh_commit(root: Path, message: str = "swemill task") -> str:
     """Make ``root`` a git repository with exactly one parentless commit; return its hash."""
-    env = {**os.environ, **_GIT_ENV}
-    run = lambda *a: subprocess.run(["git", "-C", str(root), *a], check=True, env=env,  # noqa: E731
-                                    capture_output=True, text=True)
+    def run(*args: str) -> str:
+        return git(args, root, error=ValidationError)
+
     run("init", "-q", "-b", "main")
     run("add", "-A", "-f", ".")
     run("commit", "-q", "--allow-empty", "--no-verify", "--no-gpg-sign", "-m", message)
@@ -60,7 +55,7 @@ def fresh_commit(root: Path, message: str = "swemill task") -> str:
     # none, so the same tree packs to the same snapshot bytes on every run (git status
     # re-reads the files once and finds them clean).
     run("read-tree", "HEAD")
-    return run("rev-parse", "HEAD").stdout.strip()
+    return run("rev-parse", "HEAD")
 
 
 def scrub_tree(root: Path, *, commit: bool = True) -> list[str]:

@@ -19,14 +19,12 @@ any fork of it: such a run goes cold, to a fresh interpreter (``cold_runs``).
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from swemill.core.errors import SandboxError, SandboxUnavailable, SynthesisError
+from swemill.core.git import run_git
 from swemill.core.records import TestStatus
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import Bind, Limits, open_sandbox
@@ -45,24 +43,13 @@ from swemill.validate.warm import (
     WarmWorker,
 )
 
-__all__ = ["TreeState", "Worker", "evidence_of", "git_in", "open_base"]
+__all__ = ["TreeState", "Worker", "evidence_of", "open_base"]
 
-_GIT_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0",
-    "GIT_AUTHOR_NAME": "swemill", "GIT_AUTHOR_EMAIL": "swemill@localhost",
-    "GIT_COMMITTER_NAME": "swemill", "GIT_COMMITTER_EMAIL": "swemill@localhost",
-    "LC_ALL": "C", "HOME": "/nonexistent", "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-}
 # Built-in plugins that only act on options swemill never passes; not loading them saves
 # about a tenth of every forked run.
 _QUIET_PLUGINS = ("-p", "no:junitxml", "-p", "no:pastebin", "-p", "no:stepwise",
                   "-p", "no:setuponly", "-p", "no:setupplan")
 _VALID: frozenset[str] = frozenset({"passed", "failed", "error", "skipped", "xfailed", "xpassed"})
-
-
-def git_in(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=root,
-                          env=_GIT_ENV, input=stdin, capture_output=True, text=True, check=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +284,7 @@ class Worker:
             if not patch.strip():
                 continue
             self._save(patch)
-            proc = git_in(self.root, "apply", "--whitespace=nowarn", "-", stdin=patch)
+            proc = run_git(["apply", "--whitespace=nowarn", "-"], self.root, input=patch)
             if proc.returncode != 0:
                 self.state = TreeState(state.commit, ("<broken>",))
                 raise SynthesisError(f"patch_failed: {proc.stderr.strip()[:300]}")
@@ -332,7 +319,7 @@ class Worker:
         else:
             for step in (("checkout", "-q", "-f", "--detach", commit),
                          ("clean", "-q", "-f", "-d")):
-                proc = git_in(self.root, *step)
+                proc = run_git(step, self.root)
                 if proc.returncode != 0:
                     raise SandboxError(f"git {step[0]} in a worker failed: {proc.stderr[:200]}")
         self._saved.clear()

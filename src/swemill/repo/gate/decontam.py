@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from swemill.core.git import run_git
 from swemill.repo.gate.metadata import names_and_urls
 
 __all__ = ["BenchmarkRepo", "benchmark_repos", "normalize_repo", "normalize_package", "matches"]
@@ -77,8 +77,7 @@ def benchmark_repos() -> tuple[BenchmarkRepo, ...]:
 def git_remotes(root: Path) -> list[tuple[str, str]]:
     """``(name, url)`` of the remotes of the repository whose top is ``root`` (not a parent's)."""
     def run(*args: str) -> str:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=30, check=False)
+        proc = run_git(args, root, timeout=30)
         return proc.stdout.strip() if proc.returncode == 0 else ""
 
     if not (root / ".git").exists():

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
 
 from swemill.core.errors import SourceError
+from swemill.core.git import run_git
 from swemill.repo.sample.history import BASE_MESSAGE, HISTORY, undo
 
 __all__ = ["SAMPLE_REPO", "sample_path", "sample_files", "materialize_sample"]
@@ -64,10 +64,6 @@ def _states(history: bool) -> list[tuple[str, dict[str, str]]]:
 def _git(cwd: Path, *args: str, date: int = _FIRST_DATE) -> None:
     stamp = f"{date} +0000"
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(cwd),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
         "GIT_AUTHOR_NAME": "swemill sample",
         "GIT_AUTHOR_EMAIL": "sample@swemill.invalid",
         "GIT_COMMITTER_NAME": "swemill sample",
@@ -75,10 +71,7 @@ def _git(cwd: Path, *args: str, date: int = _FIRST_DATE) -> None:
         "GIT_AUTHOR_DATE": stamp,
         "GIT_COMMITTER_DATE": stamp,
     }
-    proc = subprocess.run(
-        ["git", "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, check=False,
-    )
+    proc = run_git(args, cwd, env=env)
     if proc.returncode != 0:
         raise SourceError(f"git {args[0]} failed in {cwd}: {proc.stderr.strip()}")
 
