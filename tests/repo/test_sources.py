@@ -215,6 +215,14 @@ def test_pypi_transient_server_errors_are_retried(tmp_path: Path, index: dict[st
     index["fail"] = 2  # the index answers 503 twice, then recovers
     src = resolve_source("pypi:demo-pkg==1.0", cache=tmp_path / "c")
     assert (src.path / "demo_pkg" / "__init__.py").exists() and index["fail"] == 0
+    index["fail"], index["hits"] = 5, 0  # past the 3 attempts: one error line, no 4th try
+    with pytest.raises(SourceError, match="503"):
+        resolve_source("pypi:demo-pkg==1.0", cache=tmp_path / "d")
+    assert index["hits"] == 3
+    index["fail"], index["hits"] = 0, 0  # a 404 is an answer, not a hiccup: asked once
+    with pytest.raises(SourceError, match="no project named 'nothing-here'"):
+        resolve_source("pypi:nothing-here==1.0", cache=tmp_path / "d")
+    assert index["hits"] == 1
 
 
 @pytest.mark.parametrize(("file", "text"), [

@@ -24,7 +24,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +35,7 @@ from swemill.agent.rollout_config import RolloutConfig
 from swemill.agent.sampling import SampleResult, sample_task
 from swemill.agent.shards import run_shards
 from swemill.core.errors import ConfigError, StoreError, SwemillError
+from swemill.core.progress import Progress, no_progress
 from swemill.core.records import Golden, PreferencePair, RunManifest, Task, Trajectory, utcnow
 from swemill.executors import Executor
 from swemill.policies.policy import Policy, policy_from_spec, split_spec
@@ -47,7 +47,6 @@ __all__ = ["RolloutConfig", "RolloutResult", "RolloutStage", "run_rollouts", "ru
 
 PAIRS_STAGE = "pairs"  # the corpus stage reads preference pairs from here
 ORACLES = ("oracle", "noisy-oracle")
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(slots=True)
@@ -81,7 +80,7 @@ class RolloutStage:
                  progress: Progress | None) -> None:
         self.store, self.run_id, self.config = store, run_id, config
         self.tasks_run_id = tasks_run_id
-        self.say: Progress = progress or (lambda _label, _done, _total: None)
+        self.say: Progress = progress or no_progress
         self.specs = config.candidate_specs()
         self.price = config.parsed_price()
         self.budget = Budget(config.max_usd, name="run")

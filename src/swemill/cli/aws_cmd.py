@@ -24,8 +24,10 @@ def batch_child_cmd(
     """
     from swemill.aws.batch_child import run_child
     from swemill.cli._common import console, emit_json
+    from swemill.core.logs import worker_logging
     from swemill.store import Store
 
+    worker_logging()  # plain lines in the container's log (CloudWatch), not Rich's
     outcome = run_child(Store(root))
     if json_out:
         emit_json({"index": outcome.index, "status": outcome.status, "error": outcome.error,

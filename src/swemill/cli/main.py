@@ -97,7 +97,9 @@ def main() -> None:
 
     from swemill.cli._common import console
     from swemill.core.errors import SwemillError
+    from swemill.core.logs import cli_logging
 
+    cli_logging(console)
     _start_up()
     try:
         app()

@@ -123,7 +123,7 @@ def register(app: typer.Typer) -> None:
 
 
 @contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
     """A progress bar on stderr for the realtime calls (none with --json)."""
     if not enabled:
         yield None
@@ -135,7 +135,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("teacher calls", total=None)
 
-        def tick(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+        def tick(label: str, done: int, total: int) -> None:
+            bar.update(task, description=label, completed=done, total=total or None)
 
         yield tick

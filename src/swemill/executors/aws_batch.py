@@ -24,7 +24,7 @@ from typing import Any
 
 from swemill.core.errors import ConfigError, MissingDependency, StoreError
 from swemill.executors.codec import decode, encode, fn_ref
-from swemill.executors.executor import ItemResult, check_retries
+from swemill.executors.executor import ItemResult, check_retries, log_map
 from swemill.store import Store
 
 __all__ = [
@@ -134,9 +134,12 @@ class AwsBatchExecutor:
     def map(
         self, fn: Callable[[Any], Any], items: Sequence[Any], *, retries: int = 2
     ) -> list[ItemResult[Any]]:
+        start = time.monotonic()
         submission = self.submit(fn, items, retries=retries)
         self.wait(submission)
-        return self.collect(submission)
+        results = self.collect(submission)
+        log_map(f"{self.name} {submission.root}", fn, results, time.monotonic() - start)
+        return results
 
     def write_manifest(self, fn: Callable[[Any], Any], items: Sequence[Any], *,
                        retries: int = 2) -> Store:

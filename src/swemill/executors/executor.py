@@ -10,6 +10,7 @@ network error. A bug or bad input fails the same way twice, so it is not retried
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,11 +27,14 @@ __all__ = [
     "is_transient",
     "describe",
     "run_one",
+    "fn_name",
+    "log_map",
     "shard_bounds",
     "shard_items",
     "check_retries",
 ]
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -76,15 +80,36 @@ class ItemResult(Generic[R]):
     timings: dict[str, float] = field(default_factory=dict)
 
 
+def fn_name(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
 def run_one(fn: Callable[[T], R], item: T, index: int, attempt: int = 1) -> ItemResult[R]:
-    """Run one item inside the per-item boundary: every exception becomes a failed result."""
+    """Run one item inside the per-item boundary: every exception becomes a failed result.
+    This is where every backend's worker enters swemill, so it logs what runs and how it
+    ended (plain lines on Ray and Batch workers: :func:`swemill.core.logs.worker_logging`)."""
+    log.info("item %d (attempt %d): %s", index, attempt, fn_name(fn))
     start = time.perf_counter()
     try:
         value = fn(item)
     except Exception as exc:  # the per-item boundary
-        return ItemResult(index, False, None, describe(exc), is_transient(exc), attempt,
-                          time.perf_counter() - start)
-    return ItemResult(index, True, value, None, False, attempt, time.perf_counter() - start)
+        res: ItemResult[R] = ItemResult(index, False, None, describe(exc), is_transient(exc),
+                                        attempt, time.perf_counter() - start)
+        log.info("item %d (attempt %d) failed after %.1f s%s: %s", index, attempt, res.seconds,
+                 " (transient)" if res.transient else "", res.error)
+        return res
+    res = ItemResult(index, True, value, None, False, attempt, time.perf_counter() - start)
+    log.info("item %d (attempt %d) done in %.1f s", index, attempt, res.seconds)
+    return res
+
+
+def log_map(name: str, fn: Callable[..., Any], results: Sequence[ItemResult[Any]],
+            seconds: float) -> None:
+    """The submitter's line for one ``map``: what ran where and how many items failed."""
+    failed = [r for r in results if not r.ok]
+    log.info("%s: %d item(s) of %s in %.1f s, %d failed%s", name, len(results), fn_name(fn),
+             seconds, len(failed), f" (first: item {failed[0].index}: {failed[0].error})"
+             if failed else "")
 
 
 def check_retries(retries: int) -> int:

@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from swemill.core.errors import ConfigError
-from swemill.executors.executor import ItemResult, WorkerLost, check_retries, describe, run_one
+from swemill.executors.executor import (
+    ItemResult,
+    WorkerLost,
+    check_retries,
+    describe,
+    log_map,
+    run_one,
+)
 
 __all__ = ["LocalExecutor"]
 
@@ -40,14 +48,18 @@ class LocalExecutor:
         self, fn: Callable[[Any], Any], items: Sequence[Any], *, retries: int = 2
     ) -> list[ItemResult[Any]]:
         check_retries(retries)
+        start = time.monotonic()
         if self.workers == 0:
-            return [_inline(fn, item, i, retries) for i, item in enumerate(items)]
-        results: dict[int, ItemResult[Any]] = {}
-        attempts = dict.fromkeys(range(len(items)), 0)
-        pending = list(range(len(items)))
-        while pending:
-            pending = self._round(fn, items, pending, attempts, results, retries)
-        return [results[i] for i in range(len(items))]
+            out = [_inline(fn, item, i, retries) for i, item in enumerate(items)]
+        else:
+            results: dict[int, ItemResult[Any]] = {}
+            attempts = dict.fromkeys(range(len(items)), 0)
+            pending = list(range(len(items)))
+            while pending:
+                pending = self._round(fn, items, pending, attempts, results, retries)
+            out = [results[i] for i in range(len(items))]
+        log_map(self.name, fn, out, time.monotonic() - start)
+        return out
 
     def _round(self, fn: Callable[[Any], Any], items: Sequence[Any], todo: list[int],
                attempts: dict[int, int], results: dict[int, ItemResult[Any]],

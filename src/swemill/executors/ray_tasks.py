@@ -10,11 +10,20 @@ and without one a local instance is started with ``num_cpus``.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from swemill.core.errors import MissingDependency
-from swemill.executors.executor import ItemResult, WorkerLost, check_retries, describe, run_one
+from swemill.core.logs import worker_logging
+from swemill.executors.executor import (
+    ItemResult,
+    WorkerLost,
+    check_retries,
+    describe,
+    log_map,
+    run_one,
+)
 
 __all__ = ["RayExecutor"]
 
@@ -25,6 +34,13 @@ def _ray() -> Any:
     except ImportError as exc:
         raise MissingDependency("the ray executor needs Ray: install 'swemill[ray]'") from exc
     return ray
+
+
+def _run_on_ray(fn: Callable[[Any], Any], item: Any, index: int, attempt: int
+                ) -> ItemResult[Any]:
+    """A Ray task: plain log lines in the worker's log, then the item (see ``run_one``)."""
+    worker_logging()
+    return run_one(fn, item, index, attempt)
 
 
 class RayExecutor:
@@ -57,7 +73,8 @@ class RayExecutor:
         check_retries(retries)
         self._ensure_init()
         ray = self.ray
-        remote = ray.remote(num_cpus=self.task_cpus, max_retries=retries)(run_one)
+        start = time.monotonic()
+        remote = ray.remote(num_cpus=self.task_cpus, max_retries=retries)(_run_on_ray)
         fn_ref = ray.put(fn)
         attempts = [1] * len(items)
         refs = {i: remote.remote(fn_ref, item, i, 1) for i, item in enumerate(items)}
@@ -71,7 +88,9 @@ class RayExecutor:
                     again[i] = remote.remote(fn_ref, items[i], i, attempts[i])
                 results[i] = res
             refs = again
-        return [results[i] for i in range(len(items))]
+        out = [results[i] for i in range(len(items))]
+        log_map(self.name, fn, out, time.monotonic() - start)
+        return out
 
     def _get(self, ref: Any, index: int, attempt: int) -> ItemResult[Any]:
         exc_types = self.ray.exceptions

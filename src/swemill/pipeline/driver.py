@@ -49,7 +49,8 @@ class BuildEvent:
     seconds: float = 0.0
 
 
-Progress = Callable[[BuildEvent], None]
+BuildListener = Callable[[BuildEvent], None]
+"""What the driver tells as stages start, advance, finish, skip or fail."""
 
 
 @dataclass(slots=True)
@@ -132,7 +133,7 @@ def _check_executor(config: BuildConfig, store: Store, source: str) -> None:
 
 def run_build(source: str | None, out: str, config: BuildConfig | None = None, *,
               resume: bool = False, run_id: str | None = None, parent: str | None = None,
-              stages: Sequence[str] | None = None, progress: Progress | None = None,
+              stages: Sequence[str] | None = None, progress: BuildListener | None = None,
               store: Store | None = None) -> BuildResult:
     """Run the whole build over ``out`` (a path or ``s3://`` URL); see the module docstring.
 
@@ -190,7 +191,7 @@ def _check_order(states: dict[str, str], selected: set[str], run_id: str) -> Non
 
 
 def _first_to_run(store: Store, manifest: RunManifest, selected: set[str],
-                  result: BuildResult, tell: Progress) -> int | None:
+                  result: BuildResult, tell: BuildListener) -> int | None:
     """The index of the first selected stage to run: not complete, or complete with an
     output gone or corrupt. Every selected stage from there on runs (its inputs may differ);
     the ones before it are recorded as skipped. None when there is nothing to run."""
@@ -219,7 +220,7 @@ def _mark_running(store: Store, run_id: str) -> None:
     mf.update_manifest(store, run_id, change)
 
 
-def _run_stage(stage: Stage, ctx: StageContext, tell: Progress) -> dict[str, int]:
+def _run_stage(stage: Stage, ctx: StageContext, tell: BuildListener) -> dict[str, int]:
     store, run_id = ctx.store, ctx.run_id
     mf.update_manifest(store, run_id, lambda m: mf.set_stage_state(m, stage.name, "running"))
     tell(BuildEvent(stage.name, "start", stage.doc))

@@ -2,17 +2,33 @@
 
 Backends translate their SDK's exceptions into :class:`Transient` (worth retrying, maybe with
 the server's ``Retry-After``) or :class:`~swemill.core.errors.PolicyError` (never retried).
-:func:`call_with_retries` sleeps with exponential backoff and full jitter between attempts and
-raises :class:`~swemill.core.errors.TransientPolicyError` once the attempts are spent.
+:func:`call_with_retries` retries with tenacity: exponential backoff with full jitter, never
+shorter than the server's ``Retry-After`` (capped), and
+:class:`~swemill.core.errors.TransientPolicyError` once the attempts are spent.
+
+The SDKs' own retries (openai, anthropic, botocore) stay switched off: this is the one retry
+layer over every backend, so ``--retries`` means the same number of attempts on each (stacked
+SDK retries would multiply it, 3 x 5, and sleep past the rollout's budget checks), and a
+transient error is classified once, by the backend, from the SDK's exception.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
+
+from tenacity import (
+    RetryCallState,
+    RetryError,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random_exponential,
+)
+from tenacity.wait import wait_base
 
 from swemill.core.errors import TransientPolicyError
 
@@ -50,13 +66,18 @@ def parse_retry_after(value: str | None) -> float | None:
         return None
 
 
-def _wait_s(policy: RetryPolicy, attempt: int, hint: float | None, rng: random.Random) -> float:
-    backoff = min(policy.max_s, policy.base_s * (2 ** (attempt - 1)))
-    if policy.jitter:
-        backoff = rng.uniform(0, backoff)  # full jitter: spreads out concurrent workers
-    if hint is not None:
-        backoff = max(backoff, min(hint, policy.max_s))
-    return backoff
+def _wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
+    backoff: wait_base = (
+        wait_random_exponential(multiplier=policy.base_s, max=policy.max_s) if policy.jitter
+        else wait_exponential(multiplier=policy.base_s, max=policy.max_s))
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        hint = exc.retry_after_s if isinstance(exc, Transient) else None
+        seconds = backoff(state)  # full jitter spreads out concurrent workers
+        return seconds if hint is None else max(seconds, min(hint, policy.max_s))
+
+    return wait
 
 
 def call_with_retries(
@@ -67,16 +88,12 @@ def call_with_retries(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """Run ``fn``; on :class:`Transient`, wait and try again up to ``policy.max_attempts``."""
-    rng = random.Random()
-    last: Transient | None = None
-    for attempt in range(1, max(1, policy.max_attempts) + 1):
-        try:
-            return fn()
-        except Transient as exc:
-            last = exc
-            if attempt >= policy.max_attempts:
-                break
-            sleep(_wait_s(policy, attempt, exc.retry_after_s, rng))
-    raise TransientPolicyError(
-        f"{what}: {last} (gave up after {policy.max_attempts} attempts)"
-    ) from last
+    attempts = max(1, policy.max_attempts)
+    retrying = Retrying(stop=stop_after_attempt(attempts), wait=_wait(policy),
+                        retry=retry_if_exception_type(Transient), sleep=sleep)
+    try:
+        return retrying(fn)
+    except RetryError as exc:
+        last = exc.last_attempt.exception()
+        raise TransientPolicyError(
+            f"{what}: {last} (gave up after {attempts} attempts)") from last

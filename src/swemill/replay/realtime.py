@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from swemill.agent.budget import Budget, acall_with_budget
 from swemill.core.errors import BudgetExceeded, SwemillError
+from swemill.core.progress import Progress
 from swemill.core.records import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from swemill.core.tools import OTHER_PREFIX
 from swemill.policies.policy import Policy, one_line
@@ -29,7 +30,6 @@ from swemill.traces.states import TraceState
 
 __all__ = ["replay_realtime", "areplay_realtime", "areplay_work", "teacher_messages"]
 
-Progress = Callable[[int, int], None]
 
 
 def teacher_messages(state: TraceState) -> list[Message]:
@@ -140,7 +140,7 @@ async def areplay_work(
             replies[i] = await _one(s, t, p, budget, tools, settled)
             done += 1
             if progress is not None:
-                progress(done, total)
+                progress("teacher calls", done, total)
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, total))))
     return [r for r in replies if r is not None]

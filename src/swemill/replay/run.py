@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from swemill.agent.budget import Budget
 from swemill.core.errors import ConfigError, StoreError
+from swemill.core.progress import Progress
 from swemill.core.records import PreferencePair
 from swemill.core.tools import tool_schemas
 from swemill.policies.policy import estimate_tokens
@@ -139,7 +140,7 @@ def _load(store: Store, run_id: str, limit: int | None) -> list[TraceState]:
 
 def run_replay(store: Store, run_id: str, cfg: ReplayConfig,
                clients: ReplayClients | None = None,
-               progress: Callable[[int, int], None] | None = None) -> ReplaySummary:
+               progress: Progress | None = None) -> ReplaySummary:
     """The replay stage (see the module docstring). Bad settings raise before any call;
     a failure while calling still writes what was received, then raises."""
     clients = clients or ReplayClients()
@@ -214,7 +215,7 @@ def _check_batch_ready(store: Store, cfg: ReplayConfig) -> None:
 def _call_all(store: Store, run_id: str, states: list[TraceState], pool: TeacherPool,
               decisions: dict[str, ModeDecision], batch_teachers: list[TeacherSpec],
               budget: Budget, tools: list[dict[str, Any]], cfg: ReplayConfig,
-              clients: ReplayClients, progress: Callable[[int, int], None] | None,
+              clients: ReplayClients, progress: Progress | None,
               got: _Gathered) -> None:
     """Batch jobs run in a background thread while the realtime teachers are called; the
     records batch hands back (below the job floor) are called realtime at the end."""

@@ -13,12 +13,13 @@ import re
 import shutil
 import tarfile
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
 from urllib.parse import urljoin
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from swemill.core.errors import SourceError
 
@@ -37,20 +38,22 @@ def _index_url() -> str:
     return os.environ.get("SWEMILL_PYPI_URL", "https://pypi.org/simple").rstrip("/") + "/"
 
 
+def _transient(exc: BaseException) -> bool:
+    """Worth another try: a 5xx or a dropped connection, not a 404 or another 4xx."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code >= 500
+    return isinstance(exc, urllib.error.URLError | TimeoutError | ConnectionError)
+
+
 def _get(url: str, accept: str | None = None, attempts: int = 3) -> bytes:
-    """GET with retries on what is worth retrying (dropped connections, 5xx), not on 404."""
+    """GET with retries (0.5 s, 1 s, ...) on what is worth retrying; the last error is raised
+    as it came."""
     req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
-    for attempt in range(attempts):
-        try:
-            with urllib.request.urlopen(req, timeout=_TIMEOUT) as resp:
-                return bytes(resp.read())
-        except urllib.error.HTTPError as exc:
-            if exc.code < 500 or attempt == attempts - 1:
-                raise
-        except (urllib.error.URLError, TimeoutError, ConnectionError):
-            if attempt == attempts - 1:
-                raise
-        time.sleep(0.5 * 2**attempt)
+    for attempt in Retrying(stop=stop_after_attempt(attempts), reraise=True,
+                            wait=wait_exponential(multiplier=0.5),
+                            retry=retry_if_exception(_transient)):
+        with attempt, urllib.request.urlopen(req, timeout=_TIMEOUT) as resp:
+            return bytes(resp.read())
     raise AssertionError("unreachable")  # pragma: no cover
 
 

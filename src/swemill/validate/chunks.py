@@ -27,6 +27,7 @@ from itertools import islice
 from pydantic import BaseModel, ConfigDict
 
 from swemill.core.errors import ConfigError, EnvBuildError, SourceError, ValidationError
+from swemill.core.progress import Progress
 from swemill.core.records import Baseline, Candidate
 from swemill.executors import Executor, stage_executor
 from swemill.repo.cache import cache_root
@@ -35,7 +36,7 @@ from swemill.repo.sources import require_portable, resolve_source
 from swemill.sandbox import Limits
 from swemill.store import Store
 from swemill.validate.check import CheckContext, Checked, check_candidate
-from swemill.validate.pool import Progress, StreamResult, WorkerPool
+from swemill.validate.pool import StreamResult, WorkerPool
 from swemill.validate.worker import Worker, open_base
 
 __all__ = ["ValidateChunk", "ChunkResult", "validate_chunk", "ExecutorPool",
@@ -175,7 +176,7 @@ class ExecutorPool(WorkerPool):
                 accepted_prefix += results[done_prefix].verdict.accepted
                 done_prefix += 1
             if progress is not None:
-                progress(done_prefix, accepted_prefix)
+                progress(f"{accepted_prefix} accepted", done_prefix, 0)
         return StreamResult([results[i] for i in range(done_prefix)],
                             len(results) - done_prefix)
 

@@ -16,10 +16,11 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from swemill.core.progress import Progress
 from swemill.core.records import Candidate
 from swemill.repo.commitenv import CommitEnvs
 from swemill.repo.envbuild import RepoEnv
@@ -30,7 +31,6 @@ from swemill.validate.worker import Worker, open_base
 
 __all__ = ["WorkerPool", "StreamResult"]
 
-Progress = Callable[[int, int], None]
 
 
 @dataclass(slots=True)
@@ -126,7 +126,7 @@ class WorkerPool:
                 accepted_prefix += results[done_prefix].verdict.accepted
                 done_prefix += 1
             if progress is not None:
-                progress(done_prefix, accepted_prefix)
+                progress(f"{accepted_prefix} accepted", done_prefix, 0)
         prefix = [results[i] for i in range(done_prefix)]
         return StreamResult(prefix, len(results) - done_prefix)
 

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from swemill.core.errors import StoreError
+from swemill.core.progress import Progress, no_progress
 from swemill.core.records import CandidateRecord, Golden, RunManifest, Task, utcnow
 from swemill.executors import Executor
 from swemill.repo.commitenv import CommitEnvs
@@ -50,7 +51,6 @@ from swemill.validate.tasks_config import StrategyYield, TasksConfig, TasksResul
 
 __all__ = ["run_tasks", "TasksConfig", "TasksResult"]
 
-Progress = Callable[[str, int, int], None]
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -129,7 +129,7 @@ def _snapshot_intact(store: Store, task: Task) -> bool:
 
 def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None = None, *,
               resume: bool = False,
-              progress: Callable[[str, int, int], None] | None = None,
+              progress: Progress | None = None,
               executor: Executor | None = None) -> TasksResult:
     """Turn ``source`` into validated tasks under ``run_id`` in ``store``; see the module
     docstring. ``progress(label, done, total)`` is called as work advances. ``executor``, when
@@ -139,7 +139,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     check_run_id(run_id)
     if executor is None and config.executor != "local":  # bad settings fail before any work
         executor = executor_for_tasks(config.executor, config.workers, store, source)
-    say: Progress = progress or (lambda _label, _done, _total: None)
+    say: Progress = progress or no_progress
     started = time.monotonic()
     say("resolving the source", 0, 0)
     src = resolve_source(source)
@@ -232,8 +232,8 @@ def _one_strategy(run: RunState, pool: WorkerPool, view: RepoView, name: str, qu
     strategy = _strategy(name, config, bugs)
     view.max_candidates = config.max_candidates or 8 * target + 8
     stream = pool.stream(iter(strategy.candidates(view)), target,
-                         lambda done, ok: run.progress(f"{name}: {ok} accepted", done,
-                                                       view.max_candidates or 0))
+                         lambda label, done, _total: run.progress(f"{name}: {label}", done,
+                                                                  view.max_candidates or 0))
     accepted = stream.accepted
     written = accepted[:quota]
     fed = _fed(run, accepted) if "combine" in config.strategies and name != "combine" else []
