@@ -53,7 +53,6 @@ def hive_type(t: pa.DataType) -> str:
 
 
 def _schemas() -> dict[str, pa.Schema]:
-
     return {"traces": state_schema(), "tasks": schema_for_model(Task),
             "candidates": schema_for_model(CandidateRecord),
             "corpus_sft": SFT_SCHEMA, "corpus_dpo": DPO_SCHEMA}

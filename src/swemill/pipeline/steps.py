@@ -2,7 +2,7 @@
 
 Each takes a :class:`StageContext`, does its stage's work through the stage's own public
 function, records its counts in the run manifest and returns a short summary (numbers the
-CLI shows). Heavy modules are imported inside the functions, so listing the stages is cheap.
+CLI shows). The stage list names them by dotted path, so listing the stages imports none.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def gate(ctx: StageContext) -> dict[str, int]:
-
     ctx.say(f"resolving {ctx.source}")
     src = resolve_source(ctx.source)
     ctx.say(f"license and decontamination of {src.repo}")
@@ -59,7 +58,6 @@ def gate(ctx: StageContext) -> dict[str, int]:
 
 
 def env(ctx: StageContext) -> dict[str, int]:
-
     src = resolve_source(ctx.source)
     ctx.say(f"environment of {src.repo}@{src.commit[:12]} (uv)")
     repo_env = build_env(src)
@@ -99,7 +97,6 @@ def _config(cls: type[M], **values: Any) -> M:
 
 
 def tasks(ctx: StageContext) -> dict[str, int]:
-
     c = ctx.config
     config = _config(TasksConfig, max_tasks=c.max_tasks, workers=c.workers, seed=c.seed,
                      backend=c.backend, allow_contaminated=c.allow_contaminated,
@@ -122,7 +119,6 @@ def tasks(ctx: StageContext) -> dict[str, int]:
 
 
 def rollouts(ctx: StageContext) -> dict[str, int]:
-
     c = ctx.config
     config = _config(RolloutConfig, policy=",".join(c.policies), samples=c.samples,
                      workers=c.workers, seed=c.seed, max_usd=c.max_usd, backend=c.backend,
@@ -140,7 +136,6 @@ def rollouts(ctx: StageContext) -> dict[str, int]:
 
 
 def corpus(ctx: StageContext) -> dict[str, int]:
-
     c = ctx.config
     ctx.say("filter, scrub, dedup, split")
     config = CorpusConfig(emit_wm=c.emit_wm,

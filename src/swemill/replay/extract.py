@@ -241,7 +241,6 @@ class PolicyJudge:
         self.name: str = str(name or getattr(policy, "name", "judge"))
 
     def prefer(self, state: TraceState, first: Message, second: Message) -> int | None:
-
         def show(m: Message) -> str:
             calls = "\n".join(render_call(c) for c in m.tool_calls)
             return (m.text + "\n" + calls).strip() or "(no action)"

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import ast
+from typing import Any, TypeVar
 
 import libcst as cst
 
 from swemill.synth.mutators.core import SiteTransformer, TransformerMutator
+
+_N = TypeVar("_N", cst.BinaryOperation, cst.BooleanOperation, cst.ComparisonTarget,
+             cst.AugAssign)
 
 __all__ = ["BreakCallChain", "ChangeConstant", "ChangeOperator", "SwapOperands"]
 
@@ -66,37 +70,32 @@ def _same_ws(old: cst.CSTNode, new_type: type[cst.CSTNode]) -> cst.CSTNode:
 
 
 class _ChangeOperator(SiteTransformer):
+    def _swap(self, node: _N, table: dict[Any, Any]) -> _N:
+        """``node`` with its operator swapped per ``table``, at the chosen site only."""
+        new = table.get(type(node.operator))
+        if new is None or not self.hit():
+            return node
+        return node.with_changes(operator=_same_ws(node.operator, new))
+
     def leave_BinaryOperation(
         self, original_node: cst.BinaryOperation, updated_node: cst.BinaryOperation
     ) -> cst.BaseExpression:
-        new = _BINARY.get(type(updated_node.operator))
-        if new is None or not self.hit():
-            return updated_node
-        return updated_node.with_changes(operator=_same_ws(updated_node.operator, new))
+        return self._swap(updated_node, _BINARY)
 
     def leave_BooleanOperation(
         self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation
     ) -> cst.BaseExpression:
-        new = _BOOLEAN.get(type(updated_node.operator))
-        if new is None or not self.hit():
-            return updated_node
-        return updated_node.with_changes(operator=_same_ws(updated_node.operator, new))
+        return self._swap(updated_node, _BOOLEAN)
 
     def leave_ComparisonTarget(
         self, original_node: cst.ComparisonTarget, updated_node: cst.ComparisonTarget
     ) -> cst.ComparisonTarget:
-        new = _COMPARE.get(type(updated_node.operator))
-        if new is None or not self.hit():
-            return updated_node
-        return updated_node.with_changes(operator=_same_ws(updated_node.operator, new))
+        return self._swap(updated_node, _COMPARE)
 
     def leave_AugAssign(
         self, original_node: cst.AugAssign, updated_node: cst.AugAssign
     ) -> cst.AugAssign:
-        new = _AUG.get(type(updated_node.operator))
-        if new is None or not self.hit():
-            return updated_node
-        return updated_node.with_changes(operator=_same_ws(updated_node.operator, new))
+        return self._swap(updated_node, _AUG)
 
 
 class ChangeOperator(TransformerMutator):
