@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from swemill.core.git import run_git
+from swemill.core.progress import Progress
 from swemill.core.records import Baseline, Golden, Task
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import open_sandbox
@@ -103,7 +104,7 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
 
 def run_audit(store: Store, pairs: list[tuple[Task, Golden]], k: int,
               env: RepoEnv | Callable[[Task], RepoEnv], baseline: Baseline, *, seed: int = 0,
-              backend: str = "auto", say: Callable[[str, int, int], None] | None = None
+              backend: str = "auto", say: Progress | None = None
               ) -> list[AuditFinding]:
     """Audit a seeded sample of ``k`` of ``pairs``; after a disagreement, all the others too.
     ``env``: the environment every task runs in, or the one each task ran in (a task at an

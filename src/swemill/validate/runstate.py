@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from swemill.core.progress import Progress
 from swemill.core.records import Golden, Task
 from swemill.policies import policy_from_spec
 from swemill.repo.commitenv import CommitEnvs
@@ -25,7 +26,6 @@ from swemill.validate.tasks_config import TasksConfig
 
 __all__ = ["RunState", "problem_writer"]
 
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass

@@ -17,7 +17,6 @@ import re
 import resource
 import time
 from collections import Counter
-from collections.abc import Callable
 
 from swemill.core.errors import StoreError
 from swemill.core.progress import Progress, no_progress
