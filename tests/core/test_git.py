@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from swemill.synth.base import git as synth_git
 
 from swemill.core.git import run_git
 from swemill.repo.sources import git_commit_all
-from swemill.synth.base import git as synth_git
 from swemill.synth.patches import check_patch
 from swemill.validate.scrub import fresh_commit
 

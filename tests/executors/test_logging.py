@@ -8,7 +8,7 @@ import sys
 
 WORKER = """
 from swemill.core.logs import worker_logging
-from swemill.executors.local import LocalExecutor
+from swemill.executors.process_pool import LocalExecutor
 
 def half(x):
     if x < 0:
