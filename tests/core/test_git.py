@@ -9,11 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from swemill.synth.base import git as synth_git
 
 from swemill.core.git import run_git
 from swemill.repo.sources import git_commit_all
 from swemill.synth.patches import check_patch
+from swemill.synth.strategy import git as synth_git
 from swemill.validate.scrub import fresh_commit
 
 PATCH = """diff --git a/pkg/mod.py b/pkg/mod.py
