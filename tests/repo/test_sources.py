@@ -239,3 +239,22 @@ def test_a_checkout_without_a_remote_is_named_by_its_metadata(tmp_path: Path, fi
     (src / file).write_text(text)
     resolved = resolve_source(str(src), cache=tmp_path / "cache")
     assert resolved.repo == "fancy-lib"
+
+
+def test_a_clone_of_a_local_mirror_is_named_by_its_metadata_not_its_path(tmp_path: Path) -> None:
+    """A repository cloned from a mirror on disk has a local path as its remote: neither the
+    working copy nor the git URL source is named after that path's directories."""
+    mirror = make_tree(tmp_path / "mirrors" / "owner+name" / "repo")
+    (mirror / "pyproject.toml").write_text('[project]\nname = "Fancy_Lib"\nversion = "1"\n')
+    git(mirror, "init", "-q", "-b", "main")
+    git(mirror, "add", "-A")
+    git(mirror, "commit", "-qm", "one")
+    work = tmp_path / "work"
+    subprocess.run(["git", "clone", "-q", str(mirror), str(work)], check=True)
+    assert resolve_source(str(work), cache=tmp_path / "c").repo == "fancy-lib"
+    by_url = resolve_source(f"file://{mirror}", cache=tmp_path / "c")
+    assert by_url.repo == "fancy-lib"
+    assert resolve_source(f"file://{mirror}", cache=tmp_path / "c").repo == "fancy-lib"  # cached
+    git(work, "remote", "set-url", "origin", "git@github.com:Some-Owner/Some.Repo.git")
+    (work / "pkg" / "__init__.py").write_text("x = 2\n")  # a new snapshot, named afresh
+    assert resolve_source(str(work), cache=tmp_path / "c").repo == "some-owner/some.repo"

@@ -140,14 +140,31 @@ def repo_name_from_url(url: str) -> str:
     return "/".join(parts[-2:]).lower() if parts else "repo"
 
 
+def is_local_url(url: str) -> bool:
+    """Whether a git URL names a path on this machine (``/srv/mirror/x.git``, ``file://``):
+    its directories say nothing of the repository's owner or name."""
+    return url.startswith("file://") or not re.match(
+        r"^[a-z][a-z0-9+.-]*://|^[^/:@]+@[^:/]+:", url)
+
+
+def _clone_name(url: str, tree: Path) -> str:
+    """A clone's name: ``owner/name`` from a remote URL; from a local path, the project's
+    metadata name (never the path's directories), else the last directory's name."""
+    if not is_local_url(url):
+        return repo_name_from_url(url)
+    name = _metadata_name(tree)
+    return normalize_name(name) if name else repo_name_from_url(url).rsplit("/", 1)[-1]
+
+
 def _resolve_git(spec: str, root: Path) -> ResolvedSource:
     url, ref = _split_ref(spec)
-    name = repo_name_from_url(url)
+    local = is_local_url(url)
+    name = "" if local else repo_name_from_url(url)  # a local clone's is read from its files
     key = hashlib.sha256(f"{url}\0{ref or ''}".encode()).hexdigest()[:16]
-    final = root / "sources" / "git" / f"{slugify(name)}-{key}"
+    final = root / "sources" / "git" / f"{slugify(name) if name else 'local'}-{key}"
     with entry_lock(root, f"git-{key}"):
         if (final / ".git").is_dir():
-            return _cached(spec, final, name, "git")
+            return _cached(spec, final, name or _clone_name(url, final), "git")
         with atomic_dir(final) as tmp:
             try:
                 git(["clone", "-q", "--no-hardlinks", url, str(tmp / "w")], root)
@@ -160,6 +177,7 @@ def _resolve_git(spec: str, root: Path) -> ResolvedSource:
                 child.rename(tmp / child.name)
             work.rmdir()
             commit = git(["rev-parse", "HEAD"], tmp)
+            name = name or _clone_name(url, tmp)
     return ResolvedSource(spec, final, name, commit, "git")
 
 
@@ -188,14 +206,14 @@ def _metadata_name(path: Path) -> str | None:
 
 
 def _local_name(path: Path) -> str:
-    """``owner/name`` from the git remote, else the project's metadata name, else the
-    directory's name (a checkout in ``.../owner+name/repo`` is not called ``repo``)."""
+    """``owner/name`` from the git remote (not a local path's directories), else the
+    project's metadata name, else the directory's name."""
     if (path / ".git").exists():
         try:
             url = git(["config", "--get", "remote.origin.url"], path)
         except SourceError:
             url = ""
-        if url:
+        if url and not is_local_url(url):
             return repo_name_from_url(url)
     name = _metadata_name(path)
     if name:
