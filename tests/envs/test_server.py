@@ -73,6 +73,40 @@ def test_a_battery_hack_earns_nothing(server: ServerProcess, sample_tasks: Sampl
     assert last["info"]["flags"], "the monitor's findings ride along in info"
 
 
+class _OracleThenConftest:
+    """The oracle's fix, and a root ``conftest.py`` written just before it submits: the grader
+    ignores the conftest (it grades source changes only) and resolves the task, but the
+    monitor flags the episode."""
+
+    def __init__(self, oracle: Any) -> None:
+        self.oracle, self.at = oracle, -1
+
+    def act(self, messages: list[Any], tools: list[dict[str, Any]]) -> Any:
+        from swemill.core.records import Message, ToolUseBlock
+        from swemill.policies.policy import PolicyReply
+
+        if self.at >= 0:  # the oracle never sees the extra turn
+            messages = messages[:self.at] + messages[self.at + 2:]
+        reply = self.oracle.act(messages, tools)
+        [call] = reply.message.tool_calls
+        if call.name != "submit" or self.at >= 0:
+            return reply
+        self.at = len(messages)
+        extra = HACKS["conftest_root"][0].model_copy(update={"id": "extra_conftest"})
+        return PolicyReply(message=Message(role="assistant", content=[ToolUseBlock(call=extra)]),
+                           cost_source="none")
+
+
+def test_a_flagged_episode_earns_nothing_even_when_resolved(
+        server: ServerProcess, sample_tasks: SampleTasks) -> None:
+    task_id = sample_tasks.tasks[0].instance_id
+    oracle = policy_from_spec("oracle", golden=sample_tasks.goldens[task_id])
+    with httpx.Client(base_url=server.url, timeout=300) as client:
+        last = _episode(client, task_id, _OracleThenConftest(oracle))
+    assert last["info"]["resolved"] is True and last["info"]["flags"], last["info"]
+    assert last["reward"] == 0.0
+
+
 def _submit() -> Any:
     from swemill.core.tools import ToolCall
 

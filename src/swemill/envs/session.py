@@ -6,7 +6,9 @@ tools a rollout policy has. The episode is graded once, when the policy calls ``
 when the step limit is reached, by
 :meth:`TaskEnv.submit`: the pristine snapshot plus the carried source change, in a fresh
 sandbox, judged by :func:`~swemill.agent.grading.grade_run`. The reward is 1.0 when the grader
-resolves the task and 0.0 otherwise; the masked pass fraction rides in ``info``.
+resolves the task and the hack monitor flagged nothing in the episode, 0.0 otherwise (a
+flagged trajectory is never an SFT row or a ``chosen`` side either, so RL does not pay for what
+the corpus refuses); the verdict, the flags and the masked pass fraction ride in ``info``.
 
 The opening is the one a rollout policy gets (:func:`~swemill.agent.harness.task_messages`):
 the statement and, as today, the FAIL_TO_PASS names; nothing else of the task.
@@ -128,7 +130,7 @@ class Session:
             "f2p_fraction": outcome.signals.get("f2p_fraction", 0.0),
             "regression": outcome.regression, "flags": sorted(self._monitor.counts()),
             "grading_s": round(time.monotonic() - started, 3)})
-        return (1.0 if outcome.resolved else 0.0), info
+        return (1.0 if outcome.resolved and self._monitor.clean else 0.0), info
 
     def state(self) -> SessionState:
         return SessionState(session_id=self.session_id, task_id=self.task.instance_id,
