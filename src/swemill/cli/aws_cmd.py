@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
+
+from swemill.cli.options import Executor, JsonOut, Out
 
 aws_app = typer.Typer(help="Run on AWS: Batch child, state machine.", no_args_is_help=True)
 
 
 @aws_app.command("batch-child")
 def batch_child_cmd(
-    root: str = typer.Option(
-        ..., "--root", envvar="SWEMILL_BATCH_ROOT",
+    root: Annotated[str, typer.Option(
+        "--root", envvar="SWEMILL_BATCH_ROOT",
         help="The Batch job folder holding job.json and the manifests (set by the submitter).",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+    )],
+    json_out: JsonOut = False,
 ) -> None:
     """Do the manifest line AWS_BATCH_JOB_ARRAY_INDEX names; write its result object.
 
@@ -43,13 +46,13 @@ def batch_child_cmd(
 
 @aws_app.command("run-stage")
 def run_stage_cmd(
-    name: str = typer.Argument(..., help="Stage: gate, env, tasks, rollouts, corpus, report."),
-    out: str = typer.Option(..., "--out", help="Store root (a folder or s3:// URL)."),
-    run_id: str = typer.Option(..., "--run-id", help="The run this stage belongs to."),
-    source: str = typer.Option("sample", "--source", help="The build's source (first stage)."),
-    executor: str = typer.Option(
-        "", "--executor", help="Where the stage's items run: local, ray or aws-batch "
-        "[default: the run's own]."),
+    name: Annotated[str, typer.Argument(
+        help="Stage: gate, env, tasks, rollouts, corpus, report.")],
+    out: Out,
+    run_id: Annotated[str, typer.Option("--run-id", help="The run this stage belongs to.")],
+    source: Annotated[str, typer.Option(
+        "--source", help="The build's source (first stage).")] = "sample",
+    executor: Executor = None,
 ) -> None:
     """Run one build stage, as a Step Functions state does (skipped when already complete)."""
     from swemill.aws.run_stage import run_stage
@@ -62,9 +65,8 @@ def run_stage_cmd(
 
 @aws_app.command("state-machine")
 def state_machine_cmd(
-    out: Path | None = typer.Option(  # noqa: B008
-        None, "--out", help="Write the ASL JSON here (default: stdout)."
-    ),
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Write the ASL JSON here (default: stdout).")] = None,
 ) -> None:
     """The pipeline's Step Functions definition (ASL JSON), generated from the stage list."""
     import json

@@ -7,6 +7,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from swemill.cli._common import emit_json
+from swemill.cli.options import (
+    AllowContaminated,
+    Audit,
+    Executor,
+    JsonOut,
+    MaxUsd,
+    Out,
+    Repeat,
+    SuiteTimeout,
+)
+from swemill.cli.progress import StageDisplay
 
 if TYPE_CHECKING:
     from swemill.pipeline import BuildConfig, BuildResult
@@ -18,8 +29,7 @@ def register(app: typer.Typer) -> None:
         source: Annotated[str | None, typer.Argument(
             help="A directory, git URL, pypi:NAME==VER or 'sample' (default: the bundled "
                  "sample repository, scripted policies, no network).")] = None,
-        out: Annotated[str, typer.Option(
-            "--out", help="Store root: a path or s3://bucket/prefix.")] = "",
+        out: Out = "",
         policy: Annotated[list[str] | None, typer.Option(
             "--policy", help="Policy spec, repeatable (default: oracle and noisy-oracle:0.5).")]
         = None,
@@ -36,24 +46,12 @@ def register(app: typer.Typer) -> None:
             help="Parallel workers for validation and rollouts (default 2).")] = None,
         seed: Annotated[int | None, typer.Option(
             "--seed", help="Seed of every random choice (default 0).")] = None,
-        executor: Annotated[str | None, typer.Option(
-            "--executor",
-            help="Where validation and rollouts run: local, ray or aws-batch.")] = None,
-        suite_timeout: Annotated[float | None, typer.Option(
-            "--suite-timeout", min=1.0,
-            help="Seconds one baseline run of the whole suite may take (default: derived "
-                 "from the number of tests).")] = None,
-        repeat: Annotated[int | None, typer.Option(
-            "--repeat", min=1, help="Runs of each broken tree in validation: FAIL_TO_PASS "
-                                    "tests must fail in every one (default 3).")] = None,
-        audit: Annotated[int | None, typer.Option(
-            "--audit", min=0, help="Tasks to audit cold (default: every task below 20, else "
-                                   "10%, at least 2; 0: off).")] = None,
-        max_usd: Annotated[float | None, typer.Option(
-            "--max-usd", min=0.0, help="Dollar ceiling for the run's policy calls.")] = None,
-        allow_contaminated: Annotated[bool, typer.Option(
-            "--allow-contaminated", help="Let an evaluation benchmark's repository through "
-                                         "(the manifest records it).")] = False,
+        executor: Executor = None,
+        suite_timeout: SuiteTimeout = None,
+        repeat: Repeat = None,
+        audit: Audit = None,
+        max_usd: MaxUsd = None,
+        allow_contaminated: AllowContaminated = False,
         emit: Annotated[list[str] | None, typer.Option(
             "--emit", help="Extra tables: 'wm' for world-model tuples.")] = None,
         resume: Annotated[bool, typer.Option(
@@ -66,8 +64,7 @@ def register(app: typer.Typer) -> None:
         stage: Annotated[list[str] | None, typer.Option(
             "--stage", help="Run only this stage (repeatable; for orchestrators): gate, env, "
                             "tasks, rollouts, corpus, report.")] = None,
-        json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
-        = False,
+        json_out: JsonOut = False,
     ) -> None:
         """Gate -> env -> tasks -> rollouts -> corpus -> report, into one run under ROOT."""
         from swemill.cli._common import fail
@@ -92,7 +89,7 @@ def register(app: typer.Typer) -> None:
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)
             fail(f"--resume continues a run under its recorded settings; drop {names}")
         config = _config(given) if given or not resume else None
-        with _Display(enabled=not json_out) as display:
+        with StageDisplay(enabled=not json_out) as display:
             result = run_build(source, out, config, resume=resume, run_id=run_id, parent=parent,
                                stages=stage or None, progress=display.event)
         if json_out:
@@ -114,50 +111,6 @@ def _config(given: dict[str, Any]) -> BuildConfig:
     except ValidationError as exc:
         err = exc.errors()[0]
         fail(f"invalid setting {'.'.join(map(str, err['loc']))}: {err['msg']}")
-
-
-class _Display:
-    """Rich progress on stderr: one line per stage with its latest message and elapsed time."""
-
-    def __init__(self, *, enabled: bool) -> None:
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-        from rich.table import Column
-
-        from swemill.cli._common import console
-
-        self.enabled = enabled
-        self.progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[stage]}",
-                                            table_column=Column(min_width=9, no_wrap=True)),
-                                 TextColumn("{task.description}",
-                                            table_column=Column(ratio=1, no_wrap=True)),
-                                 TimeElapsedColumn(),
-                                 console=console, transient=False, disable=not enabled)
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> _Display:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)  # type: ignore[arg-type]
-
-    def event(self, e: Any) -> None:
-        if not self.enabled:
-            return
-        p = self.progress
-        if e.stage not in self.tasks:
-            self.tasks[e.stage] = p.add_task(e.message, stage=e.stage, total=1)
-        task = self.tasks[e.stage]
-        if e.kind == "update":
-            p.update(task, description=e.message[:100])
-        elif e.kind == "skip":
-            p.update(task, description="[dim]done by an earlier attempt", completed=1)
-        elif e.kind == "done":
-            summary = ", ".join(f"{k} {v}" for k, v in e.summary.items())
-            p.update(task, description=f"[green]done[/] {summary}", completed=1)
-        elif e.kind == "fail":
-            p.update(task, description=f"[red]failed[/] {e.message[:100]}")
-            p.stop_task(task)
 
 
 def _print_summary(result: BuildResult) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from swemill.cli._common import emit_json, fail, keep_kinds
+from swemill.cli.options import JsonOut, Out, Run, ScrubKeep
 
 if TYPE_CHECKING:
     from swemill.corpus.stage import CorpusSummary
@@ -18,8 +19,8 @@ GROUPINGS = ("auto", "repo", "family", "task")
 def register(app: typer.Typer) -> None:
     @app.command()
     def corpus(
-        run: Annotated[str, typer.Option("--run", help="Run id whose records to turn into rows.")],
-        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
+        run: Run,
+        out: Out,
         emit: Annotated[list[str] | None, typer.Option(
             "--emit", help="Extra tables: 'wm' for world-model tuples.")] = None,
         holdout: Annotated[float, typer.Option(
@@ -31,14 +32,11 @@ def register(app: typer.Typer) -> None:
             "--no-dedup", help="Keep exact and near duplicates.")] = False,
         no_reasoning: Annotated[bool, typer.Option(
             "--no-reasoning", help="Leave thinking out of the rows.")] = False,
-        scrub_keep: Annotated[str, typer.Option(
-            "--scrub-keep", help="PII kinds to leave in the rows, comma-separated: email, ipv4, "
-            "ipv6, ip (both). Secrets and home paths are always redacted.")] = "",
+        scrub_keep: ScrubKeep = "",
         resume: Annotated[bool, typer.Option(
             "--resume", help="Skip the run when its corpus and card are already written.")]
         = False,
-        json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
-        = False,
+        json_out: JsonOut = False,
     ) -> None:
         """Filter, scrub, dedup and split a run's records into TRL-ready SFT and DPO Parquet."""
         from swemill.corpus.assemble import CorpusConfig

@@ -5,12 +5,13 @@ from __future__ import annotations
 import typer
 
 from swemill.cli._common import emit_json
+from swemill.cli.options import JsonOut
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def doctor(
-        json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
+        json_out: JsonOut = False,
     ) -> None:
         """Check the machine: sandbox, uv, git, Docker, cgroups, AWS credentials."""
         from rich.table import Table

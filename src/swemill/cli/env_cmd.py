@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from swemill.cli._common import emit_json, fail
+from swemill.cli.options import JsonOut, Recipe, SuiteTimeout
 
 BACKENDS = ("auto", "bwrap", "local", "docker")
 
@@ -17,19 +18,13 @@ def register(app: typer.Typer) -> None:
     def env(
         source: Annotated[str, typer.Argument(
             help="A directory, a git URL (URL@REF for a ref), pypi:NAME==VER, or sample.")],
-        json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
-        = False,
-        recipe: Annotated[Path | None, typer.Option(
-            "--recipe", help="Install recipe (JSON or TOML) instead of the detected one.")]
-        = None,
+        json_out: JsonOut = False,
+        recipe: Recipe = None,
         rebuild: Annotated[bool, typer.Option(
             "--rebuild", help="Rebuild the environment and the baseline.")] = False,
         backend: Annotated[str, typer.Option(
             "--backend", help="Sandbox backend: auto, bwrap, local, docker.")] = "auto",
-        suite_timeout: Annotated[float | None, typer.Option(
-            "--suite-timeout", min=1.0, help="Seconds one full run of the suite may take "
-                                             "(default: derived from the number of tests).")]
-        = None,
+        suite_timeout: SuiteTimeout = None,
         runs: Annotated[int, typer.Option(
             "--runs", min=1, help="Baseline runs (tests whose outcome changes are flaky).")]
         = 3,

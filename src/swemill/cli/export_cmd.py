@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from swemill.cli._common import console, emit_json, fail
+from swemill.cli.options import JsonOut, Out
 
 if TYPE_CHECKING:
     from swemill.store import Store
@@ -40,7 +41,7 @@ def register(app: typer.Typer) -> None:
     @export.command("trajectories")
     def trajectories(
         run: Annotated[str, typer.Option("--run", help="The run whose trajectories to export.")],
-        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
+        out: Out,
         fmt: Annotated[str, typer.Option(
             "--format", help="'atif' (Agent Trajectory Interchange Format, one JSON document "
             "per trajectory) or 'openai-messages' (JSONL rows: messages with tool_calls + "
@@ -48,8 +49,7 @@ def register(app: typer.Typer) -> None:
         dest: Annotated[Path, typer.Option(
             "--dest", help="atif: a directory (one .json per trajectory); openai-messages: a "
             ".jsonl file.")] = Path("trajectories-export"),
-        json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
-        = False,
+        json_out: JsonOut = False,
     ) -> None:
         """Export a run's graded trajectories as ATIF documents or OpenAI chat messages."""
         from swemill.core.errors import SwemillError

@@ -3,28 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from swemill.cli._common import emit_json
+from swemill.cli.options import AllowContaminated, JsonOut
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def gate(
-        source: str = typer.Argument(..., help="Directory, git URL, pypi:NAME==VER or 'sample'."),
-        json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
-        allow_contaminated: bool = typer.Option(
-            False, "--allow-contaminated",
-            help="Let an evaluation benchmark's repository through (the verdict records it).",
-        ),
-        copyleft_policy: str = typer.Option(
-            "trainable-only", "--copyleft-policy",
-            help="trainable-only: copyleft sources pass with that tier; refuse: refuse them.",
-        ),
-        refuse_unknown: bool = typer.Option(
-            False, "--refuse-unknown", help="Refuse sources with no license found."
-        ),
+        source: Annotated[str, typer.Argument(
+            help="Directory, git URL, pypi:NAME==VER or 'sample'.")],
+        json_out: JsonOut = False,
+        allow_contaminated: AllowContaminated = False,
+        copyleft_policy: Annotated[str, typer.Option(
+            "--copyleft-policy",
+            help="trainable-only: copyleft sources pass with that tier; refuse: refuse them.")]
+        = "trainable-only",
+        refuse_unknown: Annotated[bool, typer.Option(
+            "--refuse-unknown", help="Refuse sources with no license found.")] = False,
     ) -> None:
         """Check a source's license tier and whether it is a benchmark's repository.
 

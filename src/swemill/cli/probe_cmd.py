@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from swemill.cli._common import emit_json, fail
+from swemill.cli.options import JsonOut, Out, Run
 
 if TYPE_CHECKING:
     from swemill.probe import ProbeResult
@@ -15,10 +16,10 @@ if TYPE_CHECKING:
 def register(app: typer.Typer) -> None:
     @app.command()
     def probe(
-        run: Annotated[str, typer.Option("--run", help="Run id whose corpus to probe.")],
+        run: Run,
         model: Annotated[str, typer.Option(
             "--model", help="Model directory, Hub id, or 'tiny' (random init, smoke runs).")],
-        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
+        out: Out,
         steps: Annotated[int, typer.Option("--steps", min=1, help="LoRA SFT steps.")] = 30,
         lora_r: Annotated[int, typer.Option("--lora-r", min=1, help="LoRA rank.")] = 8,
         threshold: Annotated[float, typer.Option(
@@ -35,7 +36,7 @@ def register(app: typer.Typer) -> None:
         = 64,
         device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda.")] = "auto",
         seed: Annotated[int, typer.Option("--seed", help="Seed of init and data order.")] = 0,
-        json_out: Annotated[bool, typer.Option("--json", help="Print probe.json.")] = False,
+        json_out: JsonOut = False,
     ) -> None:
         """LoRA-SFT a small model on the run's sft split; held-out loss decides 'accepted'."""
         from pydantic import ValidationError

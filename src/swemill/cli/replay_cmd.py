@@ -3,13 +3,18 @@ disagreements into preference pairs for the corpus stage."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from swemill.cli._common import emit_json, fail
+from swemill.cli.options import JsonOut, MaxUsd, Out
+from swemill.cli.progress import progress_bar
+
+if TYPE_CHECKING:
+    from swemill.core.progress import Progress
 
 MODES = ("realtime", "bedrock-batch", "auto")
 URGENCIES = ("low", "normal", "high")
@@ -19,15 +24,13 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def replay(
         traces: Annotated[str, typer.Option("--traces", help="Run id of a `traces ingest` run.")],
-        out: Annotated[str, typer.Option("--out", help="Store root holding the traces run.")],
+        out: Out,
         teachers: Annotated[str, typer.Option(
             "--teachers", show_default=False,
             help="Comma-separated PROVIDER:MODEL, each optionally with @URL and "
                  "#family=F;price=IN/OUT; providers: openai, openrouter, anthropic, bedrock, "
                  "bedrock-batch.")] = "",
-        max_usd: Annotated[float | None, typer.Option(
-            "--max-usd", min=0.0, help="Dollar ceiling for the whole replay (never passed).")]
-        = None,
+        max_usd: MaxUsd = None,
         mode: Annotated[str, typer.Option(
             "--mode", help="realtime, bedrock-batch or auto (batch when it pays).")] = "auto",
         concurrency: Annotated[int, typer.Option(
@@ -70,8 +73,7 @@ def register(app: typer.Typer) -> None:
                             "without another signal.")] = None,
         trajectories: Annotated[bool, typer.Option(
             "--trajectories", help="Also write one-step teacher trajectories.")] = False,
-        json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
-        = False,
+        json_out: JsonOut = False,
     ) -> None:
         """Replay a traces run with a heterogeneous teacher pool; write replies and pairs."""
         from dataclasses import asdict, replace
@@ -123,19 +125,10 @@ def register(app: typer.Typer) -> None:
 
 
 @contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A progress bar on stderr for the realtime calls (none with --json)."""
+def _progress(enabled: bool) -> Iterator[Progress | None]:
+    """The realtime calls' progress bar on stderr (none with --json)."""
     if not enabled:
         yield None
         return
-    from rich.progress import Progress
-
-    from swemill.cli._common import console
-
-    with Progress(console=console, transient=True) as bar:
-        task = bar.add_task("teacher calls", total=None)
-
-        def tick(label: str, done: int, total: int) -> None:
-            bar.update(task, description=label, completed=done, total=total or None)
-
-        yield tick
+    with progress_bar(enabled=True, label="teacher calls") as update:
+        yield update

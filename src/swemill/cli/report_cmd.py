@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from swemill.cli._common import emit_json
+from swemill.cli.options import JsonOut, Out, Run
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def report(
-        run: Annotated[str, typer.Option("--run", help="Run id to report on.")],
-        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
-        json_out: Annotated[bool, typer.Option("--json", help="Print where it went as JSON.")]
-        = False,
+        run: Run,
+        out: Out,
+        json_out: JsonOut = False,
     ) -> None:
         """Write reports/run_id=RUN/index.html: yields, drops, grades, cost, timings, offline."""
         from swemill.cli._common import console

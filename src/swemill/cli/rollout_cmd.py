@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from swemill.cli._common import emit_json, fail
+from swemill.cli.options import Executor, JsonOut, MaxUsd, Out
+from swemill.cli.progress import progress_bar
 
 if TYPE_CHECKING:
     from swemill.store import Store
@@ -20,7 +22,7 @@ def register(app: typer.Typer) -> None:
         tasks: Annotated[str, typer.Option(
             "--tasks", help="A run id whose tasks are in --out, or a store root holding tasks "
             "(its newest run).")],
-        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
+        out: Out,
         policy: Annotated[str | None, typer.Option(
             "--policy", help="openai:MODEL[@URL], anthropic:MODEL, bedrock:MODEL_ID, oracle, "
             "noisy-oracle:P, scripted:NAME; comma-separated for several teachers.")] = None,
@@ -30,8 +32,7 @@ def register(app: typer.Typer) -> None:
         samples: Annotated[int | None, typer.Option(
             "--samples", min=1, help="Candidates per task (gives each task's solve rate).")]
         = None,
-        max_usd: Annotated[float | None, typer.Option(
-            "--max-usd", min=0.0, help="Dollar limit of the whole run; never exceeded.")] = None,
+        max_usd: MaxUsd = None,
         max_usd_task: Annotated[float | None, typer.Option(
             "--max-usd-task", min=0.0, help="Dollar limit per task.")] = None,
         workers: Annotated[int | None, typer.Option(
@@ -51,15 +52,12 @@ def register(app: typer.Typer) -> None:
             "e.g. '2,4'.")] = None,
         backend: Annotated[str | None, typer.Option(
             "--backend", help="Sandbox backend: auto, bwrap, local.")] = None,
-        executor: Annotated[str | None, typer.Option(
-            "--executor",
-            help="Where shards run: local, ray or aws-batch [default: local].")] = None,
+        executor: Executor = None,
         run_id: Annotated[str | None, typer.Option(
             "--run-id", help="Run to write (default: the tasks' run).")] = None,
         resume: Annotated[bool, typer.Option(
             "--resume", help="Skip shards that are already complete.")] = False,
-        json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
-        = False,
+        json_out: JsonOut = False,
     ) -> None:
         """Run a policy on a run's tasks; write trajectories/ and pairs/ of the run."""
         from swemill.agent.rollout import run_rollouts
@@ -155,17 +153,7 @@ def _copy_run(src: Store, dst: Store, run: str) -> None:
 
 def _run(store: Store, tasks_run: str, config: Any, run_id: str | None, resume: bool,
          quiet: bool, fn: Any) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from swemill.cli._common import console
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=console, transient=True, disable=quiet) as bar:
-        task = bar.add_task("starting", total=None)
-
-        def progress(label: str, done: int, total: int) -> None:
-            bar.update(task, description=label, completed=done, total=total or None)
-
+    with progress_bar(enabled=not quiet) as progress:
         return fn(store, tasks_run, config, run_id=run_id, resume=resume, progress=progress)
 
 

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from swemill.cli._common import emit_json, fail
+from swemill.cli.options import JsonOut
 
 sandbox_app = typer.Typer(name="sandbox", help="Run commands in the sandbox.",
                           no_args_is_help=True)
@@ -36,8 +37,7 @@ def run(
     output_bytes: Annotated[int, typer.Option(
         "--output-bytes", min=0, help="Per-stream cap; past it head and tail are kept.")]
     = 1_000_000,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
-    = False,
+    json_out: JsonOut = False,
 ) -> None:
     """Run CMD in a fresh sandbox; exit with its exit code (non-zero when it was killed)."""
     import shutil

@@ -7,13 +7,14 @@ from typing import Annotated
 import typer
 
 from swemill.cli._common import console, fail
+from swemill.cli.options import Out
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def serve(
         tasks: Annotated[str, typer.Option("--tasks", help="Run id whose tasks are in --out.")],
-        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
+        out: Out,
         host: Annotated[str, typer.Option(
             "--host", help="Address to bind; beyond loopback a --token is required.")]
         = "127.0.0.1",

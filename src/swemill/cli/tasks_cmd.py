@@ -1,111 +1,144 @@
 """``swemill tasks SOURCE --out ROOT``: validated SWE tasks from a repository.
 
 ``swemill tasks export --out ROOT --run RUN_ID --format swebench`` writes a run's tasks as
-SWE-bench JSONL instead (one command: ``export`` in the SOURCE position selects it).
+SWE-bench JSONL instead: a Typer subcommand, with ``generate`` the one a SOURCE selects.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from swemill.cli._common import emit_json, fail
+from swemill.cli.options import (
+    AllowContaminated,
+    Audit,
+    Executor,
+    JsonOut,
+    Out,
+    Recipe,
+    Repeat,
+    SuiteTimeout,
+)
+from swemill.cli.progress import progress_bar
+
+if TYPE_CHECKING:
+    from typer._click.core import Context  # the Click that Typer vendors
+
+
+class _TasksGroup(TyperGroup):
+    """``swemill tasks SOURCE ...`` is ``swemill tasks generate SOURCE ...``.
+
+    A first argument that names no subcommand is a SOURCE. ``export`` is the subcommand,
+    unless a directory of that name is meant and no ``--run`` was given (``./export`` always
+    means the directory).
+    """
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.get_help_option_names(ctx) and (
+                args[0] not in self.commands or _export_dir_meant(args)):
+            args = ["generate", *args]
+        return super().parse_args(ctx, args)
+
+
+def _export_dir_meant(args: list[str]) -> bool:
+    given_run = any(a == "--run" or a.startswith("--run=") for a in args[1:])
+    return args[0] == "export" and Path("export").is_dir() and not given_run
+
+
+tasks_app = typer.Typer(
+    cls=_TasksGroup, no_args_is_help=True,
+    help="Generate candidate bugs in SOURCE, validate them with the four gates, write tasks."
+         "\n\n`swemill tasks SOURCE --out ROOT [OPTIONS]` is short for `swemill tasks generate "
+         "SOURCE ...` (see `swemill tasks SOURCE --help`); `swemill tasks export --out ROOT "
+         "--run RUN_ID` writes a run's tasks as SWE-bench JSONL or Harbor task directories.")
+
+
+@tasks_app.command("generate")
+def generate(
+    source: Annotated[str, typer.Argument(
+        help="A directory, git URL, pypi:NAME==VER or sample.")],
+    out: Out,
+    strategies: Annotated[str, typer.Option(
+        "--strategies", help="Comma-separated: procedural, pr-mirror, combine, rows.")]
+    = "procedural,pr-mirror,combine",
+    rows: Annotated[Path | None, typer.Option(
+        "--rows", help="SWE-bench / SWE-smith rows (JSON, JSONL or Parquet) for 'rows'.")]
+    = None,
+    max_tasks: Annotated[int, typer.Option(
+        "--max-tasks", min=1, help="Tasks to write in all, shared between strategies.")] = 20,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="Parallel validation workers (default: CPU count).")]
+    = None,
+    seed: Annotated[int, typer.Option("--seed", help="Same seed, same tasks.")] = 0,
+    audit: Audit = None,
+    repeat: Repeat = 3,
+    near_misses: Annotated[int, typer.Option(
+        "--near-misses", min=0, help="Near-miss variants run against each task's lists "
+        "for its near_miss columns (0: none).")] = 2,
+    run_id: Annotated[str | None, typer.Option(
+        "--run-id", help="Run id (default: a new time-sorted id).")] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Skip strategies whose shards are already complete.")] = False,
+    allow_contaminated: AllowContaminated = False,
+    backend: Annotated[str, typer.Option(
+        "--backend", help="Sandbox backend: auto, bwrap, local.")] = "auto",
+    executor: Executor = "local",
+    suite_timeout: SuiteTimeout = None,
+    recipe: Recipe = None,
+    json_out: JsonOut = False,
+) -> None:
+    """Generate candidate bugs in SOURCE, validate them with the four gates, write tasks.
+
+    Policy-visible rows go to tasks/run_id=<id>/ (plus scrubbed snapshots under
+    snapshots/), everything that reveals the fix to golden/run_id=<id>/.
+    """
+    from swemill.store import Store
+
+    summary = _run(source, Store.open(out), _config(
+        strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
+        executor or "local", suite_timeout, recipe, repeat or 3, near_misses),
+        run_id, resume, quiet=json_out)
+    if json_out:
+        emit_json(summary)
+    else:
+        _print(summary)
+    if not summary["tasks"]:
+        raise typer.Exit(1)
+
+
+@tasks_app.command("export")
+def export(
+    out: Out,
+    run: Annotated[str | None, typer.Option(
+        "--run", help="The run whose tasks to export.")] = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="'swebench' (JSONL) or 'harbor' (task directories, with the fix in "
+        "solution/).")] = "swebench",
+    dest: Annotated[Path | None, typer.Option(
+        "--dest", help="swebench: JSONL file to write (default: stdout); harbor: the "
+        "directory to write (required).")] = None,
+) -> None:
+    """Write a run's tasks as SWE-bench JSONL or Harbor task directories."""
+    from swemill.store import Store
+
+    if run is None:
+        fail("export needs --run RUN_ID")
+    _export(Store.open(out, check=False), run, fmt, dest)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def tasks(
-        source: Annotated[str, typer.Argument(
-            help="A directory, git URL, pypi:NAME==VER or sample; or 'export' to export a run.")],
-        out: Annotated[str, typer.Option("--out", help="Store root: a path or s3://bucket/prefix.")],
-        strategies: Annotated[str, typer.Option(
-            "--strategies", help="Comma-separated: procedural, pr-mirror, combine, rows.")]
-        = "procedural,pr-mirror,combine",
-        rows: Annotated[Path | None, typer.Option(
-            "--rows", help="SWE-bench / SWE-smith rows (JSON, JSONL or Parquet) for 'rows'.")]
-        = None,
-        max_tasks: Annotated[int, typer.Option(
-            "--max-tasks", min=1, help="Tasks to write in all, shared between strategies.")] = 20,
-        workers: Annotated[int | None, typer.Option(
-            "--workers", min=1, help="Parallel validation workers (default: CPU count).")]
-        = None,
-        seed: Annotated[int, typer.Option("--seed", help="Same seed, same tasks.")] = 0,
-        audit: Annotated[int | None, typer.Option(
-            "--audit", min=0, help="Re-run the full suite cold on K written tasks and remove "
-            "any that disagrees (default: every task below 20, else 10%, at least 2; 0: off).")]
-        = None,
-        repeat: Annotated[int, typer.Option(
-            "--repeat", min=1, help="Runs of each broken tree: FAIL_TO_PASS tests must fail in "
-            "every one (and pass in as many golden runs, at least 2).")] = 3,
-        near_misses: Annotated[int, typer.Option(
-            "--near-misses", min=0, help="Near-miss variants run against each task's lists "
-            "for its near_miss columns (0: none).")] = 2,
-        commit_envs: Annotated[int, typer.Option(
-            "--commit-envs", min=0, help="Environments built for older base commits that "
-            "declare other dependencies than the head (0: they run in the head's).")] = 3,
-        run_id: Annotated[str | None, typer.Option(
-            "--run-id", help="Run id (default: a new time-sorted id).")] = None,
-        resume: Annotated[bool, typer.Option(
-            "--resume", help="Skip strategies whose shards are already complete.")] = False,
-        allow_contaminated: Annotated[bool, typer.Option(
-            "--allow-contaminated", help="Let an evaluation benchmark's repository through.")]
-        = False,
-        backend: Annotated[str, typer.Option(
-            "--backend", help="Sandbox backend: auto, bwrap, local.")] = "auto",
-        executor: Annotated[str, typer.Option(
-            "--executor",
-            help="Where candidates are validated: local, ray or aws-batch.")] = "local",
-        suite_timeout: Annotated[float | None, typer.Option(
-            "--suite-timeout", min=1.0, help="Seconds one baseline run of the whole suite may "
-                                             "take (default: derived from the number of tests).")]
-        = None,
-        recipe: Annotated[Path | None, typer.Option(
-            "--recipe", help="Install recipe (TOML or JSON) instead of the detected one; "
-                             "see docs/recipes.md.")] = None,
-        run: Annotated[str | None, typer.Option(
-            "--run", help="export: the run whose tasks to export.")] = None,
-        fmt: Annotated[str, typer.Option(
-            "--format", help="export: 'swebench' (JSONL) or 'harbor' (task directories, "
-            "with the fix in solution/).")] = "swebench",
-        dest: Annotated[Path | None, typer.Option(
-            "--dest", help="export: JSONL file to write (default: stdout); harbor: the "
-            "directory to write (required).")] = None,
-        json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
-        = False,
-    ) -> None:
-        """Generate candidate bugs in SOURCE, validate them with the four gates, write tasks.
-
-        Policy-visible rows go to tasks/run_id=<id>/ (plus scrubbed snapshots under
-        snapshots/), everything that reveals the fix to golden/run_id=<id>/.
-        """
-        from swemill.store import Store
-
-        # ``tasks export`` is the subcommand, unless a directory of that name is meant and no
-        # --run was given (``./export`` always means the directory)
-        if source == "export" and (run is not None or not Path(source).is_dir()):
-            if run is None:
-                fail("export needs --run RUN_ID")
-            _export(Store.open(out, check=False), run, fmt, dest)
-            return
-        summary = _run(source, Store.open(out), _config(
-            strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
-            executor, suite_timeout, recipe, repeat, near_misses, commit_envs),
-            run_id, resume, quiet=json_out)
-        if json_out:
-            emit_json(summary)
-        else:
-            _print(summary)
-        if not summary["tasks"]:
-            raise typer.Exit(1)
+    app.add_typer(tasks_app, name="tasks")
 
 
 def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
             audit: int | None, allow_contaminated: bool, backend: str, executor: str = "local",
             suite_timeout: float | None = None, recipe: Path | None = None,
-            repeat: int = 3, near_misses: int = 2, commit_envs: int = 3) -> Any:
+            repeat: int = 3, near_misses: int = 2) -> Any:
     from pydantic import ValidationError as PydanticError
 
     from swemill.validate.tasks_config import TasksConfig
@@ -115,7 +148,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
         "max_tasks": max_tasks, "seed": seed, "audit": audit,
         "allow_contaminated": allow_contaminated, "backend": backend, "executor": executor,
         "suite_timeout_s": suite_timeout, "recipe": recipe, "repeat": repeat,
-        "near_misses": near_misses, "commit_envs": commit_envs,
+        "near_misses": near_misses,
     }
     if workers is not None:
         opts["workers"] = workers
@@ -129,20 +162,11 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
 
 def _run(source: str, store: Any, config: Any, run_id: str | None, resume: bool,
          quiet: bool) -> dict[str, Any]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from swemill.cli._common import console
     from swemill.store import new_run_id
     from swemill.validate.validator import run_tasks
 
     rid = run_id or new_run_id()
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=console, transient=True, disable=quiet) as bar:
-        task = bar.add_task("starting", total=None)
-
-        def progress(label: str, done: int, total: int) -> None:
-            bar.update(task, description=label, completed=done, total=total or None)
-
+    with progress_bar(enabled=not quiet) as progress:
         result = run_tasks(source, store, rid, config, resume=resume, progress=progress)
     return result.to_dict()  # type: ignore[no-any-return]
 
@@ -163,8 +187,6 @@ def _print(s: dict[str, Any]) -> None:
     for line in s.get("env_skipped", []):
         out.print(f"not installed (tests run without it): {line}", highlight=False,
                   markup=False)
-    for key, what in s.get("commit_envs", {}).items():
-        out.print(f"older commits' environment {key}: {what}", highlight=False, markup=False)
     t = s["timings_s"]
     out.print(f"setup {t.get('setup', 0):.1f} s, validation {t.get('validate', 0):.1f} s "
               f"({s['cpu_s']:.1f} CPU s), audited {s['audited']}"

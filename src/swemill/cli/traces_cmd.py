@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from swemill.cli._common import emit_json
+from swemill.cli.options import JsonOut, Out, ScrubKeep
 from swemill.policies.prices import Price
 
 traces_app = typer.Typer(help="Import agent session logs and trajectories.", no_args_is_help=True)
@@ -14,22 +16,21 @@ traces_app = typer.Typer(help="Import agent session logs and trajectories.", no_
 
 @traces_app.command("ingest")
 def ingest_cmd(
-    paths: list[Path] = typer.Argument(  # noqa: B008
-        ..., help="Session .jsonl files, ~/.claude/projects-style folders, .traj.json, .traj."
-    ),
-    out: str = typer.Option(..., "--out", help="Store root (a folder or s3:// URL)."),
-    run_id: str | None = typer.Option(None, "--run-id", help="Run id (default: a new one)."),
-    no_thinking: bool = typer.Option(False, "--no-thinking", help="Drop thinking blocks."),
-    max_line_mb: float = typer.Option(
-        32.0, "--max-line-mb", help="Quarantine JSONL lines (and whole .traj files) above this."
-    ),
-    prices: Path | None = typer.Option(  # noqa: B008
-        None, "--prices", help="JSON price table for models swemill does not know: "
-        '{"model-prefix": "IN,OUT"} in $ per million tokens.'),
-    scrub_keep: str = typer.Option(
-        "", "--scrub-keep", help="PII kinds to leave in the texts, comma-separated: email, ipv4, "
-        "ipv6, ip (both). Secrets and home paths are always redacted."),
-    json_out: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+    paths: Annotated[list[Path], typer.Argument(
+        help="Session .jsonl files, ~/.claude/projects-style folders, .traj.json, .traj.")],
+    out: Out,
+    run_id: Annotated[str | None, typer.Option(
+        "--run-id", help="Run id (default: a new one).")] = None,
+    no_thinking: Annotated[bool, typer.Option(
+        "--no-thinking", help="Drop thinking blocks.")] = False,
+    max_line_mb: Annotated[float, typer.Option(
+        "--max-line-mb", help="Quarantine JSONL lines (and whole .traj files) above this.")]
+    = 32.0,
+    prices: Annotated[Path | None, typer.Option(
+        "--prices", help="JSON price table for models swemill does not know: "
+        '{"model-prefix": "IN,OUT"} in $ per million tokens.')] = None,
+    scrub_keep: ScrubKeep = "",
+    json_out: JsonOut = False,
 ) -> None:
     """One state per assistant turn and one trajectory per session, in the canonical IR.
 
