@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from swemill.cli._common import emit_json
+from swemill.cli.display import StageDisplay
 from swemill.cli.options import (
     AllowContaminated,
     Audit,
@@ -17,7 +18,6 @@ from swemill.cli.options import (
     Repeat,
     SuiteTimeout,
 )
-from swemill.cli.progress import StageDisplay
 
 if TYPE_CHECKING:
     from swemill.pipeline import BuildConfig, BuildResult

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from swemill.cli._common import emit_json, fail
+from swemill.cli.display import progress_bar
 from swemill.cli.options import Executor, JsonOut, MaxUsd, Out
-from swemill.cli.progress import progress_bar
 
 if TYPE_CHECKING:
     from swemill.store import Store

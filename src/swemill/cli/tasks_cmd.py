@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from swemill.cli._common import emit_json, fail
+from swemill.cli.display import progress_bar
 from swemill.cli.options import (
     AllowContaminated,
     Audit,
@@ -24,7 +25,6 @@ from swemill.cli.options import (
     Repeat,
     SuiteTimeout,
 )
-from swemill.cli.progress import progress_bar
 
 if TYPE_CHECKING:
     from typer._click.core import Context  # the Click that Typer vendors
