@@ -22,8 +22,8 @@ from swemill.validate.explain import exit_meaning, first_error, refusal_detail
 
 _COLLECT = """
 import json, sys, pytest
-from swemill.validate.warm_server import _Collector
-c = _Collector()
+from swemill.validate.inside.forkrun import Collector
+c = Collector()
 code = pytest.main(["-q", "--tb=short", "-p", "no:cacheprovider",
                     "--continue-on-collection-errors"], plugins=[c])
 print(json.dumps({"exit_code": int(code), "outcomes": c.outcomes, "messages": c.messages}))

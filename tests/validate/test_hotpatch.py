@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from swemill.validate import hotpatch
-from swemill.validate.hotpatch import Unservable
+from swemill.validate.inside import hotpatch
+from swemill.validate.inside.hotpatch import Unservable
 
 HEAD = textwrap.dedent('''\
     """A module."""

@@ -4,23 +4,17 @@ module must be the very ones pytest would compute by parsing the whole edited te
 from __future__ import annotations
 
 import ast
-import importlib.util
 import textwrap
-from types import ModuleType
 
 import pytest
 from _pytest._code.source import _statement_linenos
 
-from swemill.validate.warm import SERVER_PATH
+from swemill.validate.inside.reports import ReportCache
 
 
 @pytest.fixture(scope="module")
-def cache() -> object:
-    spec = importlib.util.spec_from_file_location("swemill_warm_server_t", SERVER_PATH)
-    assert spec is not None and spec.loader is not None
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    asts = module._AstCache()
+def cache() -> ReportCache:
+    asts = ReportCache()
     asts.detect()  # not install(): that would change this very pytest's failure reports
     return asts
 

@@ -13,17 +13,13 @@ it; a conftest reading ``sys.argv`` saw the server's.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 from swemill.suite import pytest_plugin
 from swemill.suite.runner import PLUGIN_MODULE
-from swemill.validate.warm import SERVER_PATH
+from tests.validate.inside_server import Server
 
 PLUGIN = Path(pytest_plugin.__file__)
 
@@ -66,41 +62,26 @@ FILES = {
 }
 
 
-def _ask(proc: subprocess.Popen[bytes], request: dict) -> dict:
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(json.dumps(request).encode() + b"\n")
-    proc.stdin.flush()
-    return json.loads(proc.stdout.readline())
-
-
 def test_config_shapes_run_warm_and_cold(tmp_path: Path) -> None:
     for rel, text in FILES.items():
         (tmp_path / rel).write_text(textwrap.dedent(text))
     shutil.copy(PLUGIN, tmp_path / f"{PLUGIN_MODULE}.py")  # as in an env's site-packages
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "SWEMILL_WARM_PREIMPORT": "calc"}
-    proc = subprocess.Popen([sys.executable, "-u", str(SERVER_PATH), str(tmp_path)],
-                            cwd=tmp_path, env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    srv = Server(tmp_path, env={"SWEMILL_WARM_PREIMPORT": "calc"}, plain=True)
     try:
-        assert proc.stdout is not None
-        ready = json.loads(proc.stdout.readline())
-        assert ready["ready"] and ready["preloaded"] == ["calc.py"]
+        assert srv.ready["preloaded"] == ["calc.py"]
         # swemill's reporter keeps the settings of the plugins the runs turn off known
         args = ["-p", PLUGIN_MODULE, "-p", "localplugin", "-p", "no:cacheprovider",
                 "-p", "no:junitxml", "-q", "-o", "addopts=", "--strict-config"]
-        warm = _ask(proc, {"id": 1, "args": args, "timeout": 60})
+        warm = srv.run(args, 60)
         assert (warm["exit_code"], warm["outcomes"]) == (0, {"test_calc.py::test_double":
                                                              "passed"}), warm["log_tail"]
 
         (tmp_path / "calc.py").write_text("def double(x):\n    return 3 * x\n")
-        stale = _ask(proc, {"id": 2, "args": args, "timeout": 60})
+        stale = srv.run(args, 60)
         assert stale["outcomes"] == {"test_calc.py::test_double": "passed"}  # the fork's calc
-        cold = _ask(proc, {"id": 3, "args": args, "timeout": 60, "cold": True})
+        cold = srv.run(args, 60, cold=True)
         assert cold["exit_code"] == 1, cold["log_tail"]
         assert cold["outcomes"] == {"test_calc.py::test_double": "failed"}
         assert "assert 6 == 4" in cold["messages"]["test_calc.py::test_double"]
     finally:
-        assert proc.stdin is not None
-        proc.stdin.write(b'{"op": "exit"}\n')
-        proc.stdin.close()
-        proc.wait(timeout=30)
+        srv.close()

@@ -4,46 +4,13 @@ per-test deadline ends a hanging run early while leaving a normal run alone."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from swemill.validate.warm import SERVER_PATH
-
-ARGS = ["-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--tb=short", "-o", "addopts="]
-
-
-class Server:
-    def __init__(self, root: Path) -> None:
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        self.proc = subprocess.Popen([sys.executable, "-u", str(SERVER_PATH), str(root)],
-                                     cwd=root, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        assert json.loads(self._line())["ready"]
-
-    def _line(self) -> bytes:
-        assert self.proc.stdout is not None
-        return self.proc.stdout.readline()
-
-    def run(self, args: list[str], timeout: float, **extra: object) -> dict:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"id": 1, "args": [*ARGS, *args], "timeout": timeout,
-                                          **extra}).encode() + b"\n")
-        self.proc.stdin.flush()
-        return json.loads(self._line())
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b'{"op": "exit"}\n')
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+from tests.validate.inside_server import Server
 
 
 @pytest.fixture
@@ -193,17 +160,17 @@ def test_the_head_image_serves_golden_and_body_edited_trees_as_fresh_runs_would(
         server: tuple[Server, Path]) -> None:
     srv, root = server
     _image_tree(root)
-    ready = srv.run([], 60, op="image")
+    ready = srv.start_image(60)
     assert ready["ready"] is True and ready["items"] == 5
     ids = ["test_lib.py::test_double", "test_lib.py::test_half"]
-    golden = srv.run([], 30, image=True, nodeids=ids)
+    golden = srv.in_image(ids, 30)
     assert golden["outcomes"] == dict.fromkeys(ids, "passed") and golden["exit_code"] == 0
     assert golden["hotpatched"] == 0
 
     # a body edit: served by swapping the function's code in, with the same outcome and
     # the same failure report as a fresh pytest process on the edited tree
     (root / "lib.py").write_text(LIB.replace("return x * FACTOR", "return x + FACTOR + 1"))
-    hot = srv.run([], 30, image=True, nodeids=ids, hotpatch=["lib.py"])
+    hot = srv.in_image(ids, 30, hotpatch=["lib.py"])
     fresh = srv.run(ids, 30)
     assert hot["hotpatched"] == 1 and hot["exit_code"] == fresh["exit_code"] == 1
     assert hot["outcomes"] == fresh["outcomes"] == {ids[0]: "failed", ids[1]: "passed"}
@@ -212,16 +179,16 @@ def test_the_head_image_serves_golden_and_body_edited_trees_as_fresh_runs_would(
 
     # the image itself is untouched: the next fork runs head's code again
     (root / "lib.py").write_text(LIB)
-    assert srv.run([], 30, image=True, nodeids=ids)["outcomes"] == golden["outcomes"]
+    assert srv.in_image(ids, 30)["outcomes"] == golden["outcomes"]
 
     # what the image cannot serve exactly is refused, and nothing ran
     for old, new, why in [("FACTOR = 2", "FACTOR = 3", "module- or class-level"),
                           ("return [1, 2, 3]", "return [1, 2, 0]", "ran before the fork")]:
         (root / "lib.py").write_text(LIB.replace(old, new))
-        refused = srv.run([], 30, image=True, nodeids=ids, hotpatch=["lib.py"])
+        refused = srv.in_image(ids, 30, hotpatch=["lib.py"])
         assert why in refused["unservable"]
-        assert "outcomes" not in refused
-    missing = srv.run([], 30, image=True, nodeids=["test_lib.py::test_gone"])
+        assert refused["outcomes"] == {} and refused["exit_code"] == -1
+    missing = srv.in_image(["test_lib.py::test_gone"], 30)
     assert "not collected at head" in missing["unservable"]
 
 
@@ -229,14 +196,14 @@ def test_a_hang_in_the_image_ends_at_its_deadline_and_the_image_serves_on(
         server: tuple[Server, Path]) -> None:
     srv, root = server
     _image_tree(root)
-    assert srv.run([], 60, op="image")["ready"] is True
+    assert srv.start_image(60)["ready"] is True
     (root / "lib.py").write_text(LIB.replace("return x / 2", "while True:\n        pass"))
     half = "test_lib.py::test_half"
-    reply = srv.run([], 60, image=True, nodeids=[half], hotpatch=["lib.py"],
+    reply = srv.in_image([half], 60, hotpatch=["lib.py"],
                     deadlines={half: 1.0})
     assert reply["timed_out"] is True and reply["hung"] == half and reply["wall_s"] < 20
     (root / "lib.py").write_text(LIB)
-    assert srv.run([], 30, image=True, nodeids=[half])["outcomes"] == {half: "passed"}
+    assert srv.in_image([half], 30)["outcomes"] == {half: "passed"}
 
 
 SHAPES = textwrap.dedent('''\
@@ -278,13 +245,13 @@ def test_reports_through_an_edited_module_are_a_fresh_runs(
     srv, root = server
     (root / "shapes.py").write_text(SHAPES)
     (root / "test_shapes.py").write_text(SHAPE_TESTS)
-    assert srv.run([], 60, op="image")["ready"] is True
+    assert srv.start_image(60)["ready"] is True
     ids = ["test_shapes.py::test_area", "test_shapes.py::test_scale"]
     edited = SHAPES.replace("        return self.side * self.side\n",
                             "        side = self.side\n        side = -side\n"
                             "        raise ArithmeticError(f'area of {side}')\n")
     (root / "shapes.py").write_text(edited)
-    hot = srv.run([], 30, image=True, nodeids=ids, hotpatch=["shapes.py"])
+    hot = srv.in_image(ids, 30, hotpatch=["shapes.py"])
     fresh = srv.run(ids, 30)
     assert hot["hotpatched"] >= 2  # the edited method, and the function it moved
     assert hot["outcomes"] == fresh["outcomes"] == dict.fromkeys(ids, "failed")

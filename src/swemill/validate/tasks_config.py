@@ -72,7 +72,7 @@ class TasksConfig(BaseModel):
     """Memory limit of each worker's sandbox."""
     head_image: bool = True
     """Serve selected-test runs at head from each worker's head image (a process that has
-    collected the suite once; see ``swemill.validate.warm_server``); off: every run starts
+    collected the suite once; see ``swemill.validate.inside.image``); off: every run starts
     pytest afresh in a fork of the warm server."""
     combine_feed: int = Field(default=6, ge=0)
     """With ``combine``: validate at least this many bugs of the first strategy to merge."""

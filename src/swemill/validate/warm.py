@@ -1,14 +1,14 @@
-"""Host side of the warm pytest worker (see :mod:`swemill.validate.warm_server`).
+"""Host side of the warm pytest worker (see :mod:`swemill.validate.inside`).
 
 A :class:`WarmWorker` owns one long-lived server process inside a sandbox over its own
 workspace. The validator changes the workspace's files, asks the server to run some tests, and
-gets per-test outcomes back; the server forks a fresh child for every request.
+gets per-test outcomes back; the server forks a fresh child for every request. The two speak
+the typed records of :mod:`swemill.validate.inside.protocol`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import selectors
 import subprocess
@@ -18,16 +18,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swemill.core.errors import SandboxError
+from swemill.validate.inside import protocol as wire
+from swemill.validate.inside.protocol import Flags
 
-__all__ = ["HOTPATCH_INSIDE", "HOTPATCH_PATH", "SERVER_INSIDE", "SERVER_PATH", "Deadlines",
-           "WarmResult", "WarmWorker"]
+__all__ = ["INSIDE_DIR", "INSIDE_MOUNT", "Deadlines", "Flags", "WarmResult", "WarmWorker",
+           "server_argv"]
 
-SERVER_PATH = Path(__file__).with_name("warm_server.py")
-SERVER_INSIDE = "/opt/swemill/warm_server.py"
-"""Where the server script is bound (read-only) inside an isolating sandbox."""
-HOTPATCH_PATH = Path(__file__).with_name("hotpatch.py")
-HOTPATCH_INSIDE = "/opt/swemill/hotpatch.py"
-"""The server loads this file from its own directory."""
+INSIDE_DIR = Path(wire.__file__).parent
+"""The :mod:`swemill.validate.inside` package's folder on the host."""
+INSIDE_MOUNT = "/opt/swemill/swemill_inside"
+"""Where that folder is bound (read-only) inside an isolating sandbox."""
+
+
+def server_argv(python: str, workdir: str, *, isolated: bool, flags: Flags) -> list[str]:
+    """The command that starts the warm server over ``workdir`` with ``flags``."""
+    folder = INSIDE_MOUNT if isolated else str(INSIDE_DIR)
+    off = flags.off()
+    return [python, "-u", f"{folder}/__main__.py", workdir, *(["--off", ",".join(off)] if off
+                                                            else [])]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +49,7 @@ class Deadlines:
     def __bool__(self) -> bool:
         return bool(self.wall or self.cpu)
 
-    def request(self) -> dict[str, object]:
-        return {"deadlines": dict(self.wall), "cpu_deadlines": dict(self.cpu)}
+
 
 
 @dataclass(slots=True)
@@ -66,20 +73,20 @@ class WarmResult:
 
 
 class WarmWorker:
-    """Talks JSON lines to a warm server started by ``proc`` (a Popen with pipes)."""
+    """Talks to a warm server started by ``proc`` (a Popen with pipes)."""
 
     def __init__(self, proc: subprocess.Popen[bytes], *, ready_timeout: float = 120.0) -> None:
         self.proc = proc
         self._buf = b""
         self._seq = 0
-        ready = self._read_line(ready_timeout)
-        if not ready.get("ready"):
+        ready = self._read(ready_timeout)
+        if not isinstance(ready, wire.Ready) or not ready.ready:
             raise SandboxError(f"warm worker did not start: {ready}")
-        self.startup_s = float(ready.get("startup_s", 0.0))
-        self.preloaded: list[str] = [str(p) for p in ready.get("preloaded") or []]
-        """Workspace files the server imported itself (see :mod:`.warm_server`)."""
+        self.startup_s = ready.startup_s
+        self.preloaded: list[str] = [str(p) for p in ready.preloaded]
+        """Workspace files the server imported itself (see :mod:`.inside.server`)."""
 
-    def _read_line(self, timeout: float) -> dict:
+    def _read(self, timeout: float) -> wire.Message:
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
@@ -96,7 +103,11 @@ class WarmWorker:
                     raise SandboxError(f"warm worker exited (code {self.proc.poll()}): {err}")
                 self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
+        try:
+            return wire.decode(line)
+        except wire.ProtocolError as exc:
+            self.kill()
+            raise SandboxError(f"warm worker spoke out of protocol: {exc}") from exc
 
     def _stderr_tail(self) -> str:
         if self.proc.stderr is None:
@@ -107,59 +118,56 @@ class WarmWorker:
         except (subprocess.TimeoutExpired, ValueError, OSError):
             return ""
 
-    def _ask(self, request: dict[str, object], timeout: float) -> dict:
+    def _ask(self, request: wire.Request, timeout: float) -> wire.Message:
         assert self.proc.stdin is not None
-        self._seq += 1
-        request["id"] = self._seq
         try:
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.write(wire.encode(request))
             self.proc.stdin.flush()
         except (BrokenPipeError, ValueError) as exc:
             raise SandboxError(f"warm worker is gone: {exc}") from exc
-        return self._read_line(timeout)
+        return self._read(timeout)
 
-    def start_image(self, args: list[str], timeout: float) -> dict:
-        """Fork the head image (the workspace must be at head): ``{"ready": bool, "items",
-        "startup_s", "cpu_s", "error"}``."""
-        return self._ask({"op": "image", "args": args, "timeout": timeout}, timeout + 30.0)
+    def _id(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def start_image(self, args: list[str], timeout: float) -> wire.ImageReady:
+        """Fork the head image (the workspace must be at head)."""
+        reply = self._ask(wire.StartImage(self._id(), args, timeout), timeout + 30.0)
+        if not isinstance(reply, wire.ImageReady):
+            raise SandboxError(f"warm worker answered {reply.op} to start_image")
+        return reply
 
     def run(self, args: list[str], timeout: float,
             deadlines: Deadlines | None = None, *, cold: bool = False) -> WarmResult:
         """Run pytest with ``args`` in a fresh child; ``timeout`` bounds the child, and
         ``deadlines`` bound single tests within it. ``cold``: the child is a fresh
         interpreter, not a fork of the warm one."""
-        request: dict[str, object] = {"args": args, "timeout": timeout}
-        if cold:
-            request["cold"] = True
-        if deadlines:
-            request.update(deadlines.request())
+        limits = deadlines or Deadlines()
+        request = wire.Run(self._id(), args, timeout, dict(limits.wall), dict(limits.cpu), cold)
         return self._result(self._ask(request, timeout + 30.0))
 
     def run_image(self, nodeids: list[str], hotpatch: list[str], timeout: float,
                   deadlines: Deadlines | None = None) -> WarmResult:
         """Run ``nodeids`` in a fork of the head image, with the edited functions of the
         ``hotpatch`` files (workspace-relative) swapped in; ``unservable`` set when it can't."""
-        request: dict[str, object] = {"image": True, "nodeids": nodeids, "hotpatch": hotpatch,
-                                      "timeout": timeout}
-        if deadlines:
-            request.update(deadlines.request())
+        limits = deadlines or Deadlines()
+        request = wire.RunInImage(self._id(), nodeids, hotpatch, timeout, dict(limits.wall),
+                                  dict(limits.cpu))
         return self._result(self._ask(request, timeout + 60.0))
 
     @staticmethod
-    def _result(reply: dict) -> WarmResult:
-        if reply.get("unservable"):
-            return WarmResult(exit_code=-1, timed_out=False, outcomes={},
-                              cpu_s=float(reply.get("cpu_s", 0.0)),
-                              unservable=str(reply["unservable"]),
-                              log_tail=str(reply.get("log_tail", "")))
+    def _result(reply: wire.Message) -> WarmResult:
+        if not isinstance(reply, wire.Result):
+            raise SandboxError(f"warm worker answered {reply.op} to a run")
+        if reply.unservable:
+            return WarmResult(exit_code=-1, timed_out=False, outcomes={}, cpu_s=reply.cpu_s,
+                              unservable=reply.unservable, log_tail=reply.log_tail)
         return WarmResult(
-            exit_code=int(reply["exit_code"]), timed_out=bool(reply["timed_out"]),
-            outcomes=dict(reply.get("outcomes", {})), durations=dict(reply.get("durations", {})),
-            messages=dict(reply.get("messages", {})), log_tail=reply.get("log_tail", ""),
-            wall_s=float(reply.get("wall_s", 0.0)), cpu_s=float(reply.get("cpu_s", 0.0)),
-            hung=reply.get("hung") or None,
-            hotpatched=reply.get("hotpatched"),
-        )
+            exit_code=reply.exit_code, timed_out=reply.timed_out, outcomes=dict(reply.outcomes),
+            durations=dict(reply.durations), messages=dict(reply.messages),
+            log_tail=reply.log_tail, wall_s=reply.wall_s, cpu_s=reply.cpu_s,
+            hung=reply.hung or None, hotpatched=reply.hotpatched)
 
     @property
     def alive(self) -> bool:
@@ -174,7 +182,7 @@ class WarmWorker:
     def close(self) -> None:
         if self.proc.poll() is None and self.proc.stdin is not None:
             try:
-                self.proc.stdin.write(b'{"op": "exit"}\n')
+                self.proc.stdin.write(wire.encode(wire.Exit()))
                 self.proc.stdin.close()
                 self.proc.wait(timeout=5)
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):

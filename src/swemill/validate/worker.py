@@ -5,7 +5,7 @@ tests there through the warm server, and brings the workspace back to the base s
 server is restarted when it dies (a candidate that exhausted the sandbox's memory, say).
 
 Selected-test runs at the head commit go to the server's head image when they can (see
-:mod:`.warm_server`): the workspace then equals the head tree except for edited ``.py`` files,
+:mod:`.inside.image`): the workspace then equals the head tree except for edited ``.py`` files,
 whose edited functions the image swaps in. The worker decides that from the bytes on disk,
 so a golden run on a tree that is byte for byte the head tree, or a broken run of a body-only
 edit, costs a fork and the selected tests. Whatever the image cannot serve exactly runs the
@@ -33,14 +33,15 @@ from swemill.sandbox.contract import Sandbox
 from swemill.suite.runner import PLUGIN_MODULE, ensure_plugin, pytest_argv
 from swemill.synth.patches import parse_patch
 from swemill.validate.gates import FAILING, RunEvidence
+from swemill.validate.inside.protocol import ImageReady
 from swemill.validate.warm import (
-    HOTPATCH_INSIDE,
-    HOTPATCH_PATH,
-    SERVER_INSIDE,
-    SERVER_PATH,
+    INSIDE_DIR,
+    INSIDE_MOUNT,
     Deadlines,
+    Flags,
     WarmResult,
     WarmWorker,
+    server_argv,
 )
 
 __all__ = ["TreeState", "Worker", "evidence_of", "open_base"]
@@ -90,14 +91,14 @@ class Worker:
 
     def __init__(self, env: RepoEnv, base: Sandbox, head: str,
                  preimport: Sequence[str] = (), prewarm_s: float | None = None,
-                 image: bool = True) -> None:
+                 image: bool = True, flags: Flags | None = None) -> None:
         self.env = env
         self.head = head
         ensure_plugin(env)
         self.sb: Sandbox = base.fork()
         self.root = self.sb.workspace
-        isolated = self.sb.workdir != str(self.root)
-        self._server_path = SERVER_INSIDE if isolated else str(SERVER_PATH)
+        self._isolated = self.sb.workdir != str(self.root)
+        self.flags = flags or Flags()
         # swemill's reporter is loaded with -p in every run: import it once, in the parent
         self._preimport = ",".join([PLUGIN_MODULE, *preimport])
         self.state = TreeState(head)
@@ -110,7 +111,7 @@ class Worker:
         self.cpu_s = 0.0
         """CPU seconds of the test processes this worker's server forked (measured inside)."""
         self._prewarm_s = prewarm_s
-        self._image_wanted = image
+        self._image_wanted = image and self.flags.head_image
         self._image = False
         self._image_starts = 0
         self.image_error = ""
@@ -133,8 +134,9 @@ class Worker:
         if spawn is None:
             raise SandboxUnavailable(f"the {type(self.sb).__name__} backend cannot host a warm "
                                      "worker: use bwrap or local")
-        spawned = spawn([str(self.env.python), "-u", self._server_path, self.sb.workdir],
-                                env=run_env, cwd=self.sb.workdir)
+        spawned = spawn(server_argv(str(self.env.python), self.sb.workdir,
+                                    isolated=self._isolated, flags=self.flags),
+                        env=run_env, cwd=self.sb.workdir)
         try:
             warm = WarmWorker(spawned.proc)
         except SandboxError:
@@ -168,11 +170,11 @@ class Worker:
         try:
             ready = warm.start_image(self._pytest_args(), budget)
         except SandboxError as exc:
-            ready = {"ready": False, "error": str(exc)}
-        self.cpu_s += float(ready.get("cpu_s", 0.0))
-        self._image = bool(ready.get("ready"))
+            ready = ImageReady(id=0, ready=False, error=str(exc))
+        self.cpu_s += ready.cpu_s
+        self._image = ready.ready
         if not self._image:  # it would fail the same way again: run the ordinary way
-            self.image_error = str(ready.get("error", ""))[-500:]
+            self.image_error = ready.error[-500:]
             self._image_wanted = False
         return self._image
 
@@ -216,7 +218,7 @@ class Worker:
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None) -> WarmResult:
         """Run ``nodeids`` (None: the whole suite) in a fresh fork of the warm server;
-        ``timeout`` bounds the run, ``deadlines`` single tests (see :mod:`.warm_server`).
+        ``timeout`` bounds the run, ``deadlines`` single tests (see :mod:`.inside.forkrun`).
 
         A server that died (killed for memory, say) is restarted once and the run repeated;
         if it dies again the error propagates to the candidate, which is then dropped.
@@ -348,6 +350,5 @@ class Worker:
 
 def open_base(env: RepoEnv, *, backend: str, limits: Limits) -> Sandbox:
     """The sandbox every worker forks: the source's working copy, the env and the server."""
-    binds = [*env.binds(), Bind(host=SERVER_PATH, inside=SERVER_INSIDE),
-             Bind(host=HOTPATCH_PATH, inside=HOTPATCH_INSIDE)]
+    binds = [*env.binds(), Bind(host=INSIDE_DIR, inside=INSIDE_MOUNT)]
     return open_sandbox(env.source_path, backend=backend, binds=binds, limits=limits)

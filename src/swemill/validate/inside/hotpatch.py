@@ -1,7 +1,7 @@
 """Give a live process the functions of an edited module by swapping their code objects.
 
 Runs inside the sandbox, in a fork of the warm server's head image (see
-:mod:`swemill.validate.warm_server`), under the repository's interpreter: standard library
+:mod:`swemill.validate.inside.image`), under the repository's interpreter: standard library
 only, any Python from 3.8.
 
 The image imported the project at the head commit and collected every test. A broken tree

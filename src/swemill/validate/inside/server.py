@@ -1,0 +1,244 @@
+"""The warm server's loop: warm up once, then answer one request line after another.
+
+Started inside the sandbox (by the package's ``__main__.py``) as ``python -u ENTRY WORKDIR
+[--off flag,...]``. It imports pytest and its plugins once, installs the code and report
+caches its flags allow, writes :class:`.Ready` and then serves: :class:`.Run` in a fork of
+itself (:mod:`.forkrun`), :class:`.StartImage` and :class:`.RunInImage` through its one head
+image (:mod:`.image`), until :class:`.Exit` or the end of its input. The project is never
+imported in this process, so every fork sees the workspace as it is on disk at that moment --
+except the workspace files the server did import before forking (``preloaded``: the project
+is a dependency of pytest or a plugin), which only a cold run sees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import signal
+import sys
+import tempfile
+import time
+from typing import TYPE_CHECKING
+
+from .codecache import CodeCache
+from .forkrun import cold_main, run_child, serve_one
+from .image import image_main
+from .protocol import (
+    Exit,
+    Flags,
+    ImageReady,
+    Lines,
+    Ready,
+    Result,
+    Run,
+    RunInImage,
+    StartImage,
+    decode,
+    encode,
+    refusal,
+    write,
+)
+from .reports import ReportCache
+from .texts import is_inside
+
+if TYPE_CHECKING:
+    from .protocol import Message
+
+
+class ImageHandle:
+    """The server's handle on its head image (at most one at a time)."""
+
+    def __init__(self, codes: CodeCache, reports: ReportCache, flags: Flags) -> None:
+        self.codes, self.reports, self.flags = codes, reports, flags
+        self.pid = 0
+        self.to_image = -1
+        self.from_image: Lines | None = None
+
+    def start(self, request: StartImage, workdir: str, tmp: str) -> ImageReady:
+        self.stop()
+        if not self.flags.head_image:
+            return ImageReady(id=request.id, ready=False, error="head image switched off")
+        log_path = os.path.join(tmp, "image.log")
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the image process
+            try:
+                os.close(req_w)
+                os.close(rep_r)
+                sys.stdin.close()
+                image_main(list(request.args), workdir, req_r, rep_w, log_path, self.codes,
+                           self.reports, self.flags.hotpatch)
+            finally:
+                os._exit(70)
+        os.close(req_r)
+        os.close(rep_w)
+        self.pid, self.to_image, self.from_image = pid, req_w, Lines(rep_r)
+        ready = self.from_image.read(float(request.timeout))
+        if not isinstance(ready, ImageReady) or not ready.ready:
+            self.stop()
+            error = (ready.error if isinstance(ready, ImageReady) else "") or "no answer"
+            with contextlib.suppress(OSError), open(log_path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - 800))
+                error += "\n" + fh.read().decode("utf-8", "replace")
+            return ImageReady(id=request.id, ready=False, error=error)
+        ready.id = request.id
+        return ready
+
+    def ask(self, request: RunInImage) -> Result:
+        if not self.pid or self.from_image is None:
+            return refusal(request.id, "no head image")
+        reply: Message | None
+        try:
+            write(self.to_image, request)
+        except OSError:
+            reply = None
+        else:
+            reply = self.from_image.read(float(request.timeout) + 30.0)
+        if not isinstance(reply, Result):
+            self.stop()
+            return refusal(request.id, "no head image", "the head image is gone")
+        return reply
+
+    def stop(self) -> None:
+        if not self.pid:
+            return
+        with contextlib.suppress(OSError):
+            write(self.to_image, Exit())
+        with contextlib.suppress(OSError):
+            os.close(self.to_image)
+        if self.from_image is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.from_image.fd)
+        deadline = time.monotonic() + 5
+        while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                break
+            time.sleep(0.01)
+        self.pid, self.to_image, self.from_image = 0, -1, None
+
+
+def _warm_up(codes: CodeCache, reports: ReportCache, flags: Flags) -> float:
+    start = time.monotonic()
+    import importlib.metadata as md
+
+    import pytest  # noqa: F401
+
+    if flags.code_cache or flags.head_image:  # the image needs to know what it compiled
+        codes.install()
+    if flags.report_cache:
+        reports.install(codes.root)
+    with contextlib.suppress(Exception):  # pytest imports its own plugins lazily, per session
+        import importlib
+
+        from _pytest.config import builtin_plugins, default_plugins
+
+        for name in sorted(set(default_plugins) | set(builtin_plugins)):
+            with contextlib.suppress(Exception):
+                importlib.import_module(name if "." in name else f"_pytest.{name}")
+
+    for ep in md.entry_points(group="pytest11"):
+        with contextlib.suppress(Exception):  # a broken plugin is the child's problem
+            ep.load()
+    for name in os.environ.get("SWEMILL_WARM_PREIMPORT", "").split(","):
+        if name:
+            with contextlib.suppress(Exception):
+                __import__(name)
+    _quiet_preloaded(set(sys.modules))
+    # Everything imported so far lives as long as the server: keep it out of the children's
+    # collections (pytest runs gc.collect() at the end of every session).
+    gc.collect()
+    gc.freeze()
+    return time.monotonic() - start
+
+
+def _quiet_preloaded(names: set[str]) -> None:
+    """pytest warns that a plugin it was told to assertion-rewrite was "already imported so
+    cannot be rewritten"; for a module this server imported before pytest started that is
+    the warm-up, not the suite, and under ``filterwarnings = error`` the warning would end
+    every run (exit 4). Only that one warning, only for those modules, is left out."""
+    try:
+        from _pytest.assertion.rewrite import AssertionRewritingHook
+    except ImportError:
+        return
+    warn = getattr(AssertionRewritingHook, "_warn_already_imported", None)
+    if warn is None:
+        return
+
+    def _warn_already_imported(self, name):  # noqa: ANN001, ANN202 - pytest's signature
+        if name not in names:
+            warn(self, name)
+
+    AssertionRewritingHook._warn_already_imported = _warn_already_imported  # type: ignore[method-assign]
+
+
+def _preloaded_files(workdir: str) -> list[str]:
+    """Workspace files (relative) of the modules this server has imported: a child forked
+    from it never re-imports them, so a tree that edits one must run cold."""
+    top = os.path.realpath(workdir)
+    files = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and is_inside(path, top):
+            files.add(os.path.relpath(os.path.realpath(path), top))
+    return sorted(files)
+
+
+def _fix_path(workdir: str) -> None:
+    """``sys.path`` as ``python -m pytest`` run in ``workdir`` has it: the working directory
+    first (rootdir-relative imports, ``-p tests.plugin``), never swemill's own directory."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0] or ".") == here:
+        del sys.path[0]  # swemill's own files must not shadow the project's modules
+    sys.path.insert(0, workdir)
+
+
+def _dispatch(request: Message, workdir: str, image: ImageHandle, reports: ReportCache,
+              flags: Flags, tmp: str) -> Message:
+    if isinstance(request, StartImage):
+        return image.start(request, workdir, tmp)
+    if isinstance(request, RunInImage):
+        return image.ask(request)
+    if isinstance(request, Run):
+        cold = request.cold or not flags.fork
+        return serve_one(request, workdir, run_child(request, reports, cold), reports)
+    raise ValueError(f"not a request: {request!r}")
+
+
+def main(argv: list[str]) -> None:
+    """``[WORKDIR] [--off flag,...]``, or ``--cold SPEC`` (a cold run's fresh interpreter)."""
+    if len(argv) > 1 and argv[0] == "--cold":
+        import json
+
+        _fix_path(os.getcwd())
+        cold_main(json.loads(argv[1]))
+        return
+    off = argv[argv.index("--off") + 1].split(",") if "--off" in argv else []
+    flags = Flags.without([name for name in off if name])
+    rest = [a for i, a in enumerate(argv) if a != "--off" and (i == 0 or argv[i - 1] != "--off")]
+    workdir = rest[0] if rest else os.getcwd()
+    _fix_path(workdir)
+    out = sys.stdout.buffer
+    with tempfile.TemporaryDirectory(prefix="swemill-code-") as cache_dir:
+        codes, reports = CodeCache(cache_dir, enabled=flags.code_cache), ReportCache()
+        image = ImageHandle(codes, reports, flags)
+        ready = Ready(ready=True, startup_s=_warm_up(codes, reports, flags), pid=os.getpid(),
+                      preloaded=_preloaded_files(workdir), flags_off=flags.off())
+        out.write(encode(ready))
+        out.flush()
+        try:
+            for line in sys.stdin.buffer:
+                if not line.strip():
+                    continue
+                request = decode(line)
+                if isinstance(request, Exit):
+                    break
+                out.write(encode(_dispatch(request, workdir, image, reports, flags, cache_dir)))
+                out.flush()
+        finally:
+            image.stop()
