@@ -17,9 +17,10 @@ import shutil
 import textwrap
 from pathlib import Path
 
+from tests.validate.inside_server import Server
+
 from swemill.suite import pytest_plugin
 from swemill.suite.runner import PLUGIN_MODULE
-from tests.validate.inside_server import Server
 
 PLUGIN = Path(pytest_plugin.__file__)
 

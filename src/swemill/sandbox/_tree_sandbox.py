@@ -37,6 +37,8 @@ class TreeSandbox:
     """A sandbox over a :class:`~swemill.sandbox.fork.Tree`; backends add ``exec``."""
 
     workdir: str
+    can_spawn = True
+    """Every tree backend (local, bwrap, docker) can host a warm server (:meth:`spawn`)."""
     _held = False
     """Commands are bwrap command lines, started held (see :mod:`._launch`)."""
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, Self, runtime_checkable
+
+if TYPE_CHECKING:
+    from swemill.sandbox._spawn import Spawned
 
 __all__ = [
     "WORKSPACE",
@@ -88,6 +91,9 @@ class Sandbox(Protocol):
     workdir: str
     """Where the workspace appears to the commands (``/workspace`` when isolated)."""
     limits: Limits
+    can_spawn: bool
+    """Whether :meth:`spawn` can start a long-lived process here (validation then keeps a warm
+    pytest server in the sandbox; otherwise every test run is a cold ``exec``)."""
 
     def exec(
         self,
@@ -99,6 +105,12 @@ class Sandbox(Protocol):
         stdin: bytes | None = None,
     ) -> ExecResult:
         """Run ``cmd`` (argv, or a string for ``bash -c``) and return its result."""
+        ...
+
+    def spawn(self, cmd: Sequence[str] | str, *, env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> Spawned:
+        """Start a long-lived ``cmd`` with pipes, under the sandbox's isolation and limits
+        but no wall clock (only where :attr:`can_spawn`)."""
         ...
 
     def read_file(self, path: str) -> bytes:

@@ -27,6 +27,8 @@ from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox import Limits
 from swemill.sandbox.contract import Sandbox
 from swemill.validate.check import CheckContext, Checked, check_candidate
+from swemill.validate.shadow import Shadow
+from swemill.validate.warm import Flags
 from swemill.validate.worker import Worker, open_base
 
 __all__ = ["WorkerPool", "StreamResult"]
@@ -50,10 +52,13 @@ class WorkerPool:
 
     def __init__(self, env: RepoEnv, head: str, ctx: CheckContext, *, n: int, backend: str,
                  limits: Limits, preimport: tuple[str, ...] = (), image: bool = True,
+                 flags: Flags | None = None, shadow_every: int = 50,
                  envs: CommitEnvs | None = None) -> None:
         self.env, self.head, self.ctx, self.n = env, head, ctx, n
-        self.image = image
+        self.image, self.flags = image, flags
         self.envs = envs
+        self.shadow = Shadow(shadow_every)
+        """Shared by the workers: head-image runs checked cold (see :mod:`.shadow`)."""
         self._backend, self._limits, self._preimport = backend, limits, preimport
         self._base: Sandbox | None = None
         self._workers: list[Worker] = []
@@ -70,7 +75,8 @@ class WorkerPool:
             self._base = open_base(self.env, backend=self._backend, limits=self._limits)
             for _ in range(self.n):
                 w = Worker(self.env, self._base, self.head, self._preimport,
-                           prewarm_s=self.ctx.timeout(self.ctx.baseline, None), image=self.image)
+                           prewarm_s=self.ctx.timeout(self.ctx.baseline, None), image=self.image,
+                           flags=self.flags, shadow=self.shadow)
                 self._workers.append(w)
                 self._free.put(w)
             self._exec = ThreadPoolExecutor(self.n, thread_name_prefix="swemill-validate")
@@ -141,17 +147,19 @@ class WorkerPool:
         return sum(w.restarts for w in self._workers)
 
     def image_stats(self) -> dict[str, object]:
-        """Runs served by the workers' head images, the others' reasons (by count), and
-        the runs that went to a fresh interpreter (``cold``)."""
+        """Runs served by the workers' head images, the others' reasons (by count), the
+        runs that went to a fresh interpreter (``cold``) and the shadow checks."""
         if not self._workers:
             return self._closed_image
         fallbacks: Counter[str] = Counter()
-        for w in self._workers:
-            fallbacks.update(w.image_fallbacks)
-        errors = sorted({w.image_error for w in self._workers if w.image_error})
-        return {"served": sum(w.image_runs for w in self._workers),
+        images = [w.image for w in self._workers if w.image is not None]
+        for image in images:
+            fallbacks.update(image.fallbacks)
+        errors = sorted({image.error for image in images if image.error})
+        return {"served": sum(image.runs for image in images),
                 "fallbacks": dict(sorted(fallbacks.items())), "errors": errors,
-                "cold": sum(w.cold_runs for w in self._workers)}
+                "cold": sum(w.cold_runs for w in self._workers),
+                "shadow": self.shadow.stats.to_dict()}
 
     def close(self) -> None:
         if self._exec is not None:
@@ -197,7 +205,8 @@ class _Crew:
             if self.base is None:
                 self.base = open_base(self.env, backend=pool._backend, limits=pool._limits)
             worker = Worker(self.env, self.base, self.env.commit, pool._preimport,
-                            prewarm_s=pool.ctx.timeout(pool.ctx.baseline, None), image=False)
+                            prewarm_s=pool.ctx.timeout(pool.ctx.baseline, None), image=False,
+                            flags=pool.flags)
             pool._workers.append(worker)
         self.free.put(worker)
         return self.free

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swemill.core.errors import ConfigError
+from swemill.validate.inside.protocol import Flags, ProtocolError
 
 if TYPE_CHECKING:
     from swemill.validate.drops import DropSummary
@@ -74,6 +75,14 @@ class TasksConfig(BaseModel):
     """Serve selected-test runs at head from each worker's head image (a process that has
     collected the suite once; see ``swemill.validate.inside.image``); off: every run starts
     pytest afresh in a fork of the warm server."""
+    shadow_every: int = Field(default=50, ge=0)
+    """Shadow checks: the first head-image run and then one in this many are run again cold
+    and compared; a disagreement turns the image off for the rest of the run and is counted
+    (``shadow_mismatches``; see ``swemill.validate.shadow``). 0: none."""
+    fast_paths_off: list[str] = Field(default_factory=list)
+    """Optimisations of the warm server to switch off, by name (``fork``, ``code_cache``,
+    ``report_cache``, ``head_image``, ``hotpatch``; see ``swemill.validate.inside.protocol``):
+    for finding out whether one of them changes a verdict."""
     combine_feed: int = Field(default=6, ge=0)
     """With ``combine``: validate at least this many bugs of the first strategy to merge."""
     commit_envs: int = Field(default=3, ge=0)
@@ -94,6 +103,15 @@ class TasksConfig(BaseModel):
         if not names:
             raise ValueError("no strategy given")
         return list(dict.fromkeys(names))
+
+    @field_validator("fast_paths_off")
+    @classmethod
+    def _flags(cls, value: list[str]) -> list[str]:
+        try:
+            Flags.without(value)
+        except ProtocolError as exc:
+            raise ValueError(str(exc)) from exc
+        return value
 
     def check(self) -> TasksConfig:
         if "rows" in self.strategies and self.rows is None:
@@ -144,6 +162,11 @@ class TasksResult:
     warm-up and git are not in it."""
     head_image: dict[str, object] = field(default_factory=dict)
     """Runs the head images served, and why the others were not (local executor only)."""
+    shadow_checks: int = 0
+    """Head-image runs run again cold and compared (see ``swemill.validate.shadow``)."""
+    shadow_mismatches: int = 0
+    """Of those, the ones that disagreed (the image was then off for the rest of the run)."""
+    shadow_details: list[str] = field(default_factory=list)
     instance_ids: list[str] = field(default_factory=list)
     audited: int = 0
     audit_rejected: dict[str, str] = field(default_factory=dict)
@@ -172,6 +195,8 @@ class TasksResult:
             "audit_rejected": self.audit_rejected, "resumed": self.resumed,
             "head_image": self.head_image, "env_skipped": self.env_skipped,
             "commit_envs": self.commit_envs,
+            "shadow_checks": self.shadow_checks, "shadow_mismatches": self.shadow_mismatches,
+            "shadow_details": self.shadow_details,
             "drop_summary": self.drop_summary.to_dict() if self.drop_summary else None,
             "drop_lines": self.drop_summary.lines() if self.drop_summary else [],
         }

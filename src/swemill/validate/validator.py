@@ -13,12 +13,10 @@ is redone when what it would be fed differs from what it was fed.
 
 from __future__ import annotations
 
-import re
 import resource
 import time
 from collections import Counter
 
-from swemill.core.errors import StoreError
 from swemill.core.progress import Progress, no_progress
 from swemill.core.records import CandidateRecord, Golden, RunManifest, Task, utcnow
 from swemill.executors import Executor
@@ -43,14 +41,16 @@ from swemill.validate.chunks import ExecutorPool, executor_for_tasks
 from swemill.validate.drops import CANDIDATES_STAGE, candidate_records, summarize
 from swemill.validate.emit import instance_id_of
 from swemill.validate.feed import FEED_STAGE, feed_digest, read_feed, write_feed
+from swemill.validate.inside.protocol import Flags
 from swemill.validate.pool import WorkerPool
+from swemill.validate.resume import resumed as _resumed
+from swemill.validate.resume import shard_name as _shard
+from swemill.validate.resume import sources_of as _sources
 from swemill.validate.runstate import RunState, problem_writer
-from swemill.validate.snapshot import digest
+from swemill.validate.shadow import ShadowStats
 from swemill.validate.tasks_config import StrategyYield, TasksConfig, TasksResult
 
 __all__ = ["run_tasks", "TasksConfig", "TasksResult"]
-
-_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def _cpu() -> float:
@@ -77,53 +77,6 @@ def _manifest(store: Store, run_id: str, spec: str, config: TasksConfig) -> RunM
         return store.read_manifest(run_id)
     return RunManifest(run_id=run_id, command="swemill tasks", source=spec,
                        config={"tasks": config.model_dump(mode="json")})
-
-
-def _shard(repo: str, name: str) -> str:
-    return f"{_SLUG.sub('__', repo.strip('/'))}.{name}"[-120:].lstrip("._-") or name
-
-
-def _sources(manifest: RunManifest) -> dict[str, dict[str, dict[str, object]]]:
-    """``source spec -> strategy -> {counts, tier}``: what each source of the run did."""
-    return manifest.metadata.setdefault("tasks_sources", {})  # type: ignore[no-any-return]
-
-
-def _resumed(store: Store, run: RunState, name: str, manifest: RunManifest,
-             bugs: list[ValidatedBug]) -> tuple[StrategyYield, list[tuple[Task, Golden]]] | None:
-    """What an earlier attempt recorded for strategy ``name``, read back from its shards;
-    None when it must be redone (no record, a shard missing or corrupt, another feed)."""
-    entry = _sources(manifest).get(run.spec, {}).get(name)
-    if entry is None:
-        return None
-    counts: dict[str, int] = entry["counts"]  # type: ignore[assignment]
-    shard, run_id = _shard(run.src.repo, name), run.run_id
-    if name == "combine" and entry.get("fed") != feed_digest(bugs):
-        return None
-    stages = ["golden", "tasks"] if counts.get("out", 0) else []
-    stages += [FEED_STAGE] if entry.get("feed", 0) else []
-    stages.append(CANDIDATES_STAGE)  # every strategy writes one (rows or not)
-    if not all(store.is_intact(stage, run_id, shard) for stage in stages):
-        return None
-    pairs: list[tuple[Task, Golden]] = []
-    if counts.get("out", 0):
-        goldens = {g.instance_id: g for g in store.read_shard("golden", run_id, shard, Golden)}
-        pairs = [(t, goldens[t.instance_id]) for t in store.read_shard("tasks", run_id, shard,
-                                                                       Task)
-                 if t.instance_id in goldens]
-        if not all(_snapshot_intact(store, t) for t, _ in pairs):
-            return None
-    drops = {k.removeprefix("dropped_"): v for k, v in counts.items() if k.startswith("dropped_")}
-    skipped = {k.removeprefix("skipped_"): v for k, v in counts.items()
-               if k.startswith("skipped_")}
-    return StrategyYield(counts.get("in", 0), len(pairs), counts.get("valid", len(pairs)),
-                         drops, skipped), pairs
-
-
-def _snapshot_intact(store: Store, task: Task) -> bool:
-    try:
-        return digest(store.get_bytes(task.snapshot)) == task.metadata.get("snapshot_sha256")
-    except StoreError:
-        return False
 
 
 def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None = None, *,
@@ -166,7 +119,9 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     limits = Limits(timeout_s=suite_timeout, memory_mb=config.memory_mb)
     if executor is None:  # config.executor is local: anything else was built above
         pool = WorkerPool(env, src.commit, ctx, n=config.workers, backend=config.backend,
-                          limits=limits, image=config.head_image, envs=envs)
+                          limits=limits, image=config.head_image, envs=envs,
+                          flags=Flags.without(config.fast_paths_off),
+                          shadow_every=config.shadow_every)
     else:  # the same stream contract on a distributed executor (swemill.executors)
         pool = ExecutorPool(executor, env, src.commit, ctx, n=config.workers,
                             backend=config.backend, limits=limits, source=source,
@@ -181,7 +136,8 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     v_start = time.monotonic()
     try:
         for i, name in enumerate(order):
-            old = _resumed(store, run, name, manifest, bugs) if resume else None
+            old = (_resumed(store, run.spec, run.src.repo, run_id, name, manifest, bugs)
+                   if resume else None)
             if old is not None:
                 result.yields[name], pairs = old
                 result.resumed.append(name)
@@ -199,6 +155,7 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     result.cpu_s = _cpu() - cpu0 + pool.cpu_s
     result.commit_envs = dict(envs.notes)
     result.head_image = pool.image_stats()
+    _shadowed(result, pool.shadow.stats, say)
     result.timings_s["validate"] = round(time.monotonic() - v_start, 3)
     k = audit_size(len(result.instance_ids), config.audit)
     if k:
@@ -370,6 +327,15 @@ def _read_pairs(store: Store, run_id: str, ids: list[str]) -> list[tuple[Task, G
     return [(tasks[i], goldens[i]) for i in sorted(ids) if i in tasks and i in goldens]
 
 
+def _shadowed(result: TasksResult, stats: ShadowStats, say: Progress) -> None:
+    """The shadow checks' counts into the result; a mismatch is said at once."""
+    result.shadow_checks, result.shadow_mismatches = stats.checks, stats.mismatches
+    result.shadow_details = list(stats.details)
+    if stats.mismatches:
+        say(f"shadow check: the head image disagreed with a cold run ({stats.details[0]}); "
+            "the image was off for the rest of the run", 0, 0)
+
+
 def _finish(store: Store, manifest: RunManifest, result: TasksResult) -> None:
     _sources(manifest).setdefault(result.source, {})
     _totals(manifest)
@@ -378,6 +344,9 @@ def _finish(store: Store, manifest: RunManifest, result: TasksResult) -> None:
                                         + result.timings_s["total"], 3)
     manifest.metadata.setdefault("tasks_cpu_s", {})[result.source] = round(result.cpu_s, 3)
     manifest.metadata.setdefault("tasks_audited", {})[result.source] = result.audited
+    manifest.metadata.setdefault("shadow_checks", {})[result.source] = result.shadow_checks
+    manifest.metadata.setdefault("shadow_mismatches", {})[result.source] = \
+        result.shadow_mismatches
     if manifest.command == "swemill tasks":
         manifest.status = "complete"
         manifest.finished_at = utcnow()

@@ -83,6 +83,8 @@ class WarmWorker:
         if not isinstance(ready, wire.Ready) or not ready.ready:
             raise SandboxError(f"warm worker did not start: {ready}")
         self.startup_s = ready.startup_s
+        self.flags_off: list[str] = list(ready.flags_off)
+        """The optimisations the server was started without (see :class:`Flags`)."""
         self.preloaded: list[str] = [str(p) for p in ready.preloaded]
         """Workspace files the server imported itself (see :mod:`.inside.server`)."""
 

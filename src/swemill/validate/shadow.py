@@ -1,0 +1,80 @@
+"""Shadow checks: the head image's verdicts watched in use.
+
+The head image serves a run by forking a process that collected the suite at head and
+swapping edited function bodies in; :mod:`swemill.validate.inside.hotpatch` proves each swap
+exact, and tests compare it with fresh runs, but a repository can still do something the
+proof does not foresee. So, in every run of ``swemill tasks``, the first run the image serves
+and then one in :attr:`Shadow.every` are run again cold (a fresh interpreter that imports and
+collects everything itself, the ordinary way) and the two compared: the exit code and the
+outcome of every requested test. A disagreement turns the image off for the rest of the run
+(every worker), the cold result stands, and it is counted (``shadow_mismatches`` in the
+manifest) and printed. A cold run that timed out says nothing either way (``inconclusive``).
+A flaky test can disagree with itself too: the image is then off needlessly, which costs
+speed, never a verdict.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from swemill.validate.warm import WarmResult
+
+__all__ = ["Shadow", "ShadowStats"]
+
+
+@dataclass(slots=True)
+class ShadowStats:
+    checks: int = 0
+    mismatches: int = 0
+    inconclusive: int = 0
+    details: list[str] = field(default_factory=list)
+    """What disagreed, one line per mismatch (the first few)."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"checks": self.checks, "mismatches": self.mismatches,
+                "inconclusive": self.inconclusive, "details": list(self.details)}
+
+
+class Shadow:
+    """Shared by the workers of one validation run (thread-safe)."""
+
+    DETAILS = 5
+
+    def __init__(self, every: int = 50) -> None:
+        self.every = every
+        """One image-served run in this many is checked (the first always); 0: none."""
+        self.image_off = False
+        """Set by a mismatch: no worker serves from its image any more."""
+        self.stats = ShadowStats()
+        self._served = 0
+        self._lock = threading.Lock()
+
+    def due(self, served: WarmResult) -> bool:
+        """Should this image-served run be checked? Counts it either way."""
+        if self.every <= 0 or served.timed_out:  # a run at its deadline proves nothing
+            return False
+        with self._lock:
+            n, self._served = self._served, self._served + 1
+        return n % self.every == 0
+
+    def compare(self, nodeids: Sequence[str], served: WarmResult, cold: WarmResult) -> bool:
+        """Record one check; False (and the image off) when the two runs disagree."""
+        with self._lock:
+            if cold.timed_out:
+                self.stats.inconclusive += 1
+                return True
+            self.stats.checks += 1
+            diff = [f"{n}: image {served.outcomes.get(n)}, cold {cold.outcomes.get(n)}"
+                    for n in nodeids if served.outcomes.get(n) != cold.outcomes.get(n)]
+            if served.exit_code != cold.exit_code:
+                diff.append(f"exit code: image {served.exit_code}, cold {cold.exit_code}")
+            if not diff:
+                return True
+            self.stats.mismatches += 1
+            self.image_off = True
+            if len(self.stats.details) < self.DETAILS:
+                more = f" (+{len(diff) - 1} more)" if len(diff) > 1 else ""
+                self.stats.details.append(diff[0] + more)
+            return False
