@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from swemill.repo.sources import resolve_source
 from swemill.validate.inside import hotpatch
 from swemill.validate.inside.hotpatch import Unservable
-from swemill.validate.inside.reports import ReportCache
+from swemill.validate.inside.report_cache import ReportCache
 from swemill.validate.inside.texts import report_text
 
 pytestmark = pytest.mark.slow

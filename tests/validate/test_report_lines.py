@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from _pytest._code.source import _statement_linenos
 
-from swemill.validate.inside.reports import ReportCache
+from swemill.validate.inside.report_cache import ReportCache
 
 
 @pytest.fixture(scope="module")

@@ -86,7 +86,7 @@ class WarmWorker:
         self.flags_off: list[str] = list(ready.flags_off)
         """The optimisations the server was started without (see :class:`Flags`)."""
         self.preloaded: list[str] = [str(p) for p in ready.preloaded]
-        """Workspace files the server imported itself (see :mod:`.inside.server`)."""
+        """Workspace files the server imported itself (see :mod:`.inside.serve_loop`)."""
 
     def _read(self, timeout: float) -> wire.Message:
         assert self.proc.stdout is not None

@@ -10,10 +10,10 @@ Modules, each one subsystem:
 
 - :mod:`.protocol`: the typed, versioned request and reply records (one ``op`` each) and
   the switches (:class:`~.protocol.Flags`) that turn each optimisation off;
-- :mod:`.server`: the warm server's loop (warm-up, dispatch);
+- :mod:`.serve_loop`: the warm server's loop (warm-up, dispatch);
 - :mod:`.forkrun`: fork a child per request and run pytest in it, under deadlines;
 - :mod:`.codecache`: compiled and assertion-rewritten code keyed by exact source bytes;
-- :mod:`.reports`: parsed modules for pytest's failure reports, keyed by exact text;
+- :mod:`.report_cache`: parsed modules for pytest's failure reports, keyed by exact text;
 - :mod:`.image`: the head image (collect the suite once, serve forks of it);
 - :mod:`.hotpatch`: swap edited function bodies into the image's live functions.
 

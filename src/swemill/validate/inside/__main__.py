@@ -30,4 +30,4 @@ def _package() -> str:
 if __name__ == "__main__":
     import importlib
 
-    importlib.import_module(f"{_package()}.server").main(sys.argv[1:])
+    importlib.import_module(f"{_package()}.serve_loop").main(sys.argv[1:])

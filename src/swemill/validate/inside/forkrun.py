@@ -21,7 +21,7 @@ from collections.abc import Callable, Container
 from typing import Any
 
 from .protocol import Result, Run, RunInImage
-from .reports import ReportCache
+from .report_cache import ReportCache
 
 LOG_TAIL = 4000
 ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")

@@ -26,7 +26,7 @@ from . import hotpatch
 from .codecache import CodeCache
 from .forkrun import Collector, as_pytest_argv, serve_one, write_result
 from .protocol import ImageReady, Lines, Result, RunInImage, refusal, write
-from .reports import ReportCache
+from .report_cache import ReportCache
 from .texts import cpu_self, decoded, digest, is_inside, read_source, report_text
 
 

@@ -39,7 +39,7 @@ from .protocol import (
     refusal,
     write,
 )
-from .reports import ReportCache
+from .report_cache import ReportCache
 from .texts import is_inside
 
 if TYPE_CHECKING:
