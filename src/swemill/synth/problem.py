@@ -3,7 +3,9 @@
 The default writer sees only test ids and what the failures report (assertion text, the
 exception line). It never sees the bug patch, the golden patch or the changed code, so it
 cannot leak them; it also drops traceback lines that point into the source (``file.py:NN``,
-pytest's ``>`` source excerpts), since where the bug lives is the policy's job to find.
+pytest's ``>`` source excerpts), since where the bug lives is the policy's job to find. A
+``NameError`` / ``UnboundLocalError`` names the very variable an edit removed or moved, so
+its line is reworded ("a name is not defined in <function>") without the name.
 
 A model can write the statement instead through :class:`PolicyProblemWriter`, which hands it
 the same evidence and nothing more.
@@ -43,6 +45,10 @@ Failure = FailingTest | TestResult | str
 
 _LOCATION = re.compile(r"\.pyx?:\d+|^\s*File \"|^\s*>|^_{3,}|^\s*(def|class) ")
 _DIFF = re.compile(r"^(diff --git |@@ |\+\+\+ |--- |index [0-9a-f]+\.\.)")
+_NAME_ERRORS = re.compile(r"\b(NameError|UnboundLocalError)\b")
+_REWORDED = {"NameError": "NameError: a name is not defined",
+             "UnboundLocalError": "UnboundLocalError: a local variable is read before it is "
+                                  "assigned"}
 
 _OPENINGS = (
     "Some behaviour of {repo} is broken: {n} test{s} that should pass now fail{v}.",
@@ -59,24 +65,36 @@ def _as_failure(item: Failure) -> FailingTest:
     return FailingTest(str(item))
 
 
-def evidence(message: str, max_lines: int = 8, width: int = 200) -> list[str]:
+def _unnamed(line: str, where: str) -> str:
+    """``line`` without the variable a ``NameError`` / ``UnboundLocalError`` names."""
+    m = _NAME_ERRORS.search(line)
+    if not m:
+        return line
+    return _REWORDED[m.group(1)] + (f" in {where}" if where else "")
+
+
+def evidence(message: str, max_lines: int = 8, width: int = 200, where: str = "") -> list[str]:
     """The lines of a failure text worth showing: what failed, not where in the source.
 
     A full pytest report keeps only its ``E`` lines; a short crash message (what swemill's
     reporter records) keeps every line but those pointing into files or quoting a diff.
+    A name error's line loses its name (``where``: the function it is said to be in).
     """
     lines = message.splitlines()
     picked = [ln[1:].strip() for ln in lines if ln.startswith("E ") or ln == "E"]
     if not picked:
         picked = [ln.strip() for ln in lines if not _LOCATION.search(ln)]
-    out = [ln[:width] for ln in picked if ln and not _LOCATION.search(ln) and not _DIFF.match(ln)]
-    return out[:max_lines]
+    out = [_unnamed(ln, where)[:width] for ln in picked
+           if ln and not _LOCATION.search(ln) and not _DIFF.match(ln)]
+    return list(dict.fromkeys(out))[:max_lines]
 
 
 def write_problem_statement(
-    failures: Sequence[Failure], repo: str, *, max_tests: int = 8, max_lines: int = 8
+    failures: Sequence[Failure], repo: str, *, max_tests: int = 8, max_lines: int = 8,
+    where: str = "",
 ) -> str:
-    """A deterministic issue-style text from failing test ids and their failure messages."""
+    """A deterministic issue-style text from failing test ids and their failure messages.
+    ``where``: the function a name error is said to be in (none named when empty)."""
     tests = sorted({f.nodeid: f for f in map(_as_failure, failures)}.values(),
                    key=lambda f: f.nodeid)
     if not tests:
@@ -90,7 +108,7 @@ def write_problem_statement(
     parts += [f"- {t.nodeid}" for t in tests[:max_tests]]
     if n > max_tests:
         parts.append(f"- ... and {n - max_tests} more")
-    shown = [(t, evidence(t.message, max_lines)) for t in tests[:max_tests]]
+    shown = [(t, evidence(t.message, max_lines, where=where)) for t in tests[:max_tests]]
     if any(ev for _, ev in shown):
         parts += ["", "What the failures report:"]
         for t, ev in shown:
@@ -107,14 +125,14 @@ def write_problem_statement(
 class ProblemWriter(Protocol):
     """Writes the statement a policy sees, from the failing tests only."""
 
-    def write(self, failures: Sequence[Failure], repo: str) -> str: ...
+    def write(self, failures: Sequence[Failure], repo: str, where: str = "") -> str: ...
 
 
 class TemplateProblemWriter:
     """The default: :func:`write_problem_statement`."""
 
-    def write(self, failures: Sequence[Failure], repo: str) -> str:
-        return write_problem_statement(failures, repo)
+    def write(self, failures: Sequence[Failure], repo: str, where: str = "") -> str:
+        return write_problem_statement(failures, repo, where=where)
 
 
 _SYSTEM = (
@@ -138,19 +156,19 @@ class PolicyProblemWriter:
         self.fallback = fallback or TemplateProblemWriter()
         self.fallbacks = 0
 
-    def prompt(self, failures: Sequence[Failure], repo: str) -> list[Message]:
-        facts = write_problem_statement(failures, repo)
+    def prompt(self, failures: Sequence[Failure], repo: str, where: str = "") -> list[Message]:
+        facts = write_problem_statement(failures, repo, where=where)
         return [
             Message(role="system", content=[TextBlock(text=_SYSTEM)]),
             Message(role="user", content=[TextBlock(text=facts)]),
         ]
 
-    def write(self, failures: Sequence[Failure], repo: str) -> str:
+    def write(self, failures: Sequence[Failure], repo: str, where: str = "") -> str:
         try:
-            text = self.policy.act(self.prompt(failures, repo), []).message.text.strip()
+            text = self.policy.act(self.prompt(failures, repo, where), []).message.text.strip()
         except PolicyError:
             text = ""
         if not text or any(_DIFF.match(ln) for ln in text.splitlines()):
             self.fallbacks += 1
-            return self.fallback.write(failures, repo)
+            return self.fallback.write(failures, repo, where)
         return text + "\n"

@@ -13,8 +13,9 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from swemill.core.errors import ValidationError
 from swemill.core.git import run_git
@@ -22,18 +23,24 @@ from swemill.core.records import Golden, LicenseTier, Task
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
 from swemill.store.layout import snapshot_key
-from swemill.synth.patches import reverse_patch
-from swemill.synth.problem import FailingTest
+from swemill.synth.leaks import LeakCheck, unchanged_text
+from swemill.synth.patches import parse_patch, reverse_patch
+from swemill.synth.problem import FailingTest, write_problem_statement
 from swemill.validate.check import Checked
 from swemill.validate.guard import GoldenGuard
 from swemill.validate.scrub import scrub_tree
 from swemill.validate.snapshot import digest, pack_tree
 
-__all__ = ["instance_id_of", "broken_tree", "emit_task"]
+__all__ = ["Writer", "instance_id_of", "broken_tree", "emit_task", "statement_for"]
 
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
-Writer = Callable[[list[FailingTest], str], str]
+
+
+class Writer(Protocol):
+    """Writes a statement (the template's or a model's, :mod:`swemill.synth.problem`)."""
+
+    def __call__(self, failures: Sequence[FailingTest], repo: str, where: str = "") -> str: ...
 
 
 def instance_id_of(repo: str, candidate_id: str) -> str:
@@ -86,6 +93,7 @@ def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec
     try:
         tree = broken_tree(source, checked.base_commit, [checked.base_patch, cand.bug_patch],
                            tmp / "tree", generated)
+        kept = _unchanged(tree, cand.bug_patch)
         scrub_tree(tree)
         data = pack_tree(tree)
     finally:
@@ -95,16 +103,18 @@ def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec
     failures = [FailingTest(t, checked.messages.get(t, "")) for t in verdict.fail_to_pass]
     golden = Golden(instance_id=iid, bug_patch=cand.bug_patch,
                     golden_patch=cand.golden_patch or reverse_patch(cand.bug_patch))
-    statement = cand.problem_statement or writer(failures, cand.repo or repo)
-    if GoldenGuard.of(golden).leaks(statement):
-        # a failure message quoted fixed code: fall back to the test names alone
-        statement = writer([FailingTest(f.nodeid) for f in failures], cand.repo or repo)
+    where = cand.changed[0].qualname if cand.changed else ""
+    check = LeakCheck.of(golden.bug_patch, golden.golden_patch,
+                         [kept, *(f"{f.nodeid}\n{f.message}" for f in failures)])
+    statement, how = statement_for(failures, cand.repo or repo, where, writer, check,
+                                   GoldenGuard.of(golden), cand.problem_statement)
     task = Task(
         instance_id=iid, repo=cand.repo or repo, base_commit=checked.base_commit,
         problem_statement=statement, FAIL_TO_PASS=verdict.fail_to_pass,
         PASS_TO_PASS=verdict.pass_to_pass, test_cmd=test_cmd, strategy=cand.strategy,
         license_tier=license_tier, env_recipe=env_recipe, snapshot=key,
         metadata={"source": spec, "snapshot_sha256": digest(data), "scope": cand.scope,
+                  "statement": how,
                   **({"env_key": checked.env_key} if checked.env_key else {}),
                   "selected_tests": checked.selected, "parents": list(cand.parents)},
         flake_rate=verdict.flake_rate, n_fail_to_pass=len(verdict.fail_to_pass),
@@ -114,3 +124,29 @@ def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec
                           if checked.near_miss else None),
     )
     return task, golden
+
+
+def _unchanged(tree: Path, bug_patch: str) -> str:
+    """The broken tree's edited files without their changed lines: names the policy reads."""
+    texts = []
+    for fp in parse_patch(bug_patch):
+        path = tree / fp.path
+        if _inside(path, tree) and path.is_file():
+            texts.append(unchanged_text(path.read_text(errors="replace"), bug_patch))
+    return "\n".join(texts)
+
+
+def statement_for(failures: Sequence[FailingTest], repo: str, where: str, writer: Writer,
+                  check: LeakCheck, guard: GoldenGuard, given: str | None = None
+                  ) -> tuple[str, str]:
+    """The statement and how it came to be: ``written`` (the writer's or the candidate's own),
+    or ``fallback`` when that leaked (:class:`~swemill.synth.leaks.LeakCheck`, or golden
+    code a failure message quoted) and the template, or failing test names alone, took over."""
+    statement = given or writer(failures, repo, where)
+    if check.ok(statement) and not guard.leaks(statement):
+        return statement, "written"
+    for facts in (failures, [FailingTest(f.nodeid) for f in failures]):
+        text = write_problem_statement(facts, repo, where=where)
+        if check.ok(text) and not guard.leaks(text):
+            return text, "fallback"
+    return write_problem_statement([], repo), "fallback"

@@ -7,7 +7,6 @@ and generated files go with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from swemill.core.progress import Progress
@@ -19,9 +18,9 @@ from swemill.repo.sources import ResolvedSource
 from swemill.store import Store
 from swemill.store.layout import env_prefix
 from swemill.suite.runner import command_line
-from swemill.synth.problem import FailingTest, PolicyProblemWriter, write_problem_statement
+from swemill.synth.problem import PolicyProblemWriter, TemplateProblemWriter
 from swemill.validate.check import Checked
-from swemill.validate.emit import emit_task
+from swemill.validate.emit import Writer, emit_task
 from swemill.validate.tasks_config import TasksConfig
 
 __all__ = ["RunState", "problem_writer"]
@@ -40,7 +39,7 @@ class RunState:
     config: TasksConfig
     tier: str
     test_cmd: str
-    writer: Callable[[list[FailingTest], str], str]
+    writer: Writer
     progress: Progress
     envs: CommitEnvs
 
@@ -62,9 +61,8 @@ class RunState:
         return out
 
 
-def problem_writer(config: TasksConfig) -> Callable[[list[FailingTest], str], str]:
-    """The template from the failing tests, or the policy ``--problem-writer`` names."""
+def problem_writer(config: TasksConfig) -> Writer:
+    """The template from the failing tests, or the policy ``--issue-writer`` names."""
     if not config.problem_writer:
-        return lambda failures, repo: write_problem_statement(failures, repo)
-    pw = PolicyProblemWriter(policy_from_spec(config.problem_writer))
-    return pw.write
+        return TemplateProblemWriter().write
+    return PolicyProblemWriter(policy_from_spec(config.problem_writer)).write

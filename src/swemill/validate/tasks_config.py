@@ -138,6 +138,9 @@ class StrategyYield:
     applies, an unparseable file ...), per reason."""
     note: str | None = None
     """Why the strategy produced nothing, when it did not."""
+    statement_fallbacks: int = 0
+    """Tasks whose statement leaked the edit (:mod:`swemill.synth.leaks`) and was replaced
+    by the template's (or by the failing test names alone)."""
 
     @property
     def rate(self) -> float:
@@ -188,7 +191,8 @@ class TasksResult:
             "candidates": self.candidates,
             "yields": {k: {"candidates": v.candidates, "tasks": v.tasks, "valid": v.valid,
                            "yield": round(v.rate, 4), "drops": v.drops,
-                           "skipped": v.skipped, "note": v.note}
+                           "skipped": v.skipped, "note": v.note,
+                           "statement_fallback": v.statement_fallbacks}
                        for k, v in self.yields.items()},
             "drops": self.drops, "timings_s": self.timings_s, "cpu_s": round(self.cpu_s, 3),
             "instance_ids": self.instance_ids, "audited": self.audited,

@@ -200,6 +200,7 @@ def _one_strategy(run: RunState, pool: WorkerPool, view: RepoView, name: str, qu
     y.skipped = dict(strategy.report.skipped)
     result.yields[name] = y
     pairs = run.emit(written)
+    y.statement_fallbacks = sum(t.metadata.get("statement") == "fallback" for t, _ in pairs)
     shard, store = _shard(run.src.repo, name), run.store
     rows = candidate_records(stream.checked, [t.instance_id for t, _ in pairs], run.src.repo)
     store.write_records(CANDIDATES_STAGE, run.run_id, shard, rows,
@@ -240,6 +241,7 @@ def _collect(result: TasksResult, name: str, pairs: list[tuple[Task, Golden]]) -
 
 def _counts(y: StrategyYield) -> dict[str, int]:
     return {"in": y.candidates, "out": y.tasks, "valid": y.valid,
+            **({"statement_fallback": y.statement_fallbacks} if y.statement_fallbacks else {}),
             **{f"dropped_{k}": v for k, v in sorted(y.drops.items())},
             **{f"skipped_{k}": v for k, v in sorted(y.skipped.items())}}
 
