@@ -110,9 +110,9 @@ def test_policy_writer_uses_the_model_and_falls_back() -> None:
     assert writer.write(failures, "r") == "Totals are off by one since the update.\n"
     prompt = writer.prompt(failures, "r")
     assert "tests/t.py::test_x" in prompt[-1].text and writer.fallbacks == 0
-    leaky = PolicyProblemWriter(ScriptedPolicy(["diff --git a/x b/x\n@@ -1 +1 @@"]))
-    assert leaky.write(failures, "r") == write_problem_statement(failures, "r")
-    assert leaky.fallbacks == 1
+    silent = PolicyProblemWriter(ScriptedPolicy(["   "]))
+    assert silent.write(failures, "r") == write_problem_statement(failures, "r")
+    assert silent.fallbacks == 1
     exhausted = PolicyProblemWriter(ScriptedPolicy([]))
     with pytest.raises(PolicyError):
         ScriptedPolicy([]).act(writer.prompt(failures, "r"), [])

@@ -51,6 +51,9 @@ def register(app: typer.Typer) -> None:
         repeat: Repeat = None,
         audit: Audit = None,
         max_usd: MaxUsd = None,
+        issue_writer: Annotated[str | None, typer.Option(
+            "--issue-writer", help="Policy spec that writes the tasks' statements from the "
+                                   "failing tests' evidence (default: the template).")] = None,
         allow_contaminated: AllowContaminated = False,
         emit: Annotated[list[str] | None, typer.Option(
             "--emit", help="Extra tables: 'wm' for world-model tuples.")] = None,
@@ -83,7 +86,8 @@ def register(app: typer.Typer) -> None:
             if strategies else None, "seed": seed, "max_usd": max_usd, "executor": executor,
             "emit_wm": True if extra else None,
             "allow_contaminated": True if allow_contaminated else None,
-            "suite_timeout_s": suite_timeout, "repeat": repeat, "audit": audit}
+            "suite_timeout_s": suite_timeout, "repeat": repeat, "audit": audit,
+            "issue_writer": issue_writer}
         given = {k: v for k, v in flags.items() if v is not None}
         if resume and (fixed := sorted(set(given) - RUNTIME_SETTINGS)):
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)

@@ -80,6 +80,10 @@ def generate(
     near_misses: Annotated[int, typer.Option(
         "--near-misses", min=0, help="Near-miss variants run against each task's lists "
         "for its near_miss columns (0: none).")] = 2,
+    issue_writer: Annotated[str | None, typer.Option(
+        "--issue-writer", help="Policy spec (e.g. openai:MODEL@URL) that writes each "
+        "statement from the failing tests' evidence; leak-checked, the template if it "
+        "leaks (default: the template).")] = None,
     run_id: Annotated[str | None, typer.Option(
         "--run-id", help="Run id (default: a new time-sorted id).")] = None,
     resume: Annotated[bool, typer.Option(
@@ -101,7 +105,8 @@ def generate(
 
     summary = _run(source, Store.open(out), _config(
         strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
-        executor or "local", suite_timeout, recipe, repeat or 3, near_misses),
+        executor or "local", suite_timeout, recipe, repeat or 3, near_misses,
+        issue_writer),
         run_id, resume, quiet=json_out)
     if json_out:
         emit_json(summary)
@@ -138,7 +143,7 @@ def register(app: typer.Typer) -> None:
 def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
             audit: int | None, allow_contaminated: bool, backend: str, executor: str = "local",
             suite_timeout: float | None = None, recipe: Path | None = None,
-            repeat: int = 3, near_misses: int = 2) -> Any:
+            repeat: int = 3, near_misses: int = 2, issue_writer: str | None = None) -> Any:
     from pydantic import ValidationError as PydanticError
 
     from swemill.validate.tasks_config import TasksConfig
@@ -148,7 +153,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
         "max_tasks": max_tasks, "seed": seed, "audit": audit,
         "allow_contaminated": allow_contaminated, "backend": backend, "executor": executor,
         "suite_timeout_s": suite_timeout, "recipe": recipe, "repeat": repeat,
-        "near_misses": near_misses,
+        "near_misses": near_misses, "problem_writer": issue_writer,
     }
     if workers is not None:
         opts["workers"] = workers

@@ -57,10 +57,21 @@ class BuildConfig(BaseModel):
     """Tasks to audit cold (``TasksConfig.audit``; None: the sampled default, 0: off)."""
     holdout: float = Field(default=0.1, ge=0.0, lt=1.0)
     """Share of rows held out (whole groups), for the corpus split."""
+    issue_writer: str | None = None
+    """Policy spec that writes the statements (``TasksConfig.problem_writer``); None: the
+    template."""
     emit_wm: bool = False
     """Also write world-model tuples to ``corpus/wm/``."""
     allow_contaminated: bool = False
     """Let a benchmark's repository through the gate (the verdict still says it is one)."""
+
+    @field_validator("issue_writer")
+    @classmethod
+    def _known_writer(cls, value: str | None) -> str | None:
+        if value is not None and split_spec(value)[0] not in REGISTRY:
+            raise ValueError(f"unknown policy spec {value!r}: the prefix must be one of "
+                             f"{', '.join(sorted(REGISTRY))}")
+        return value
 
     @field_validator("policies")
     @classmethod

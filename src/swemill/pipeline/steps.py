@@ -102,7 +102,7 @@ def tasks(ctx: StageContext) -> dict[str, int]:
                      backend=c.backend, allow_contaminated=c.allow_contaminated,
                      strategies=list(c.strategies) if c.strategies else None,
                      executor=c.executor, suite_timeout_s=c.suite_timeout_s,
-                     repeat=c.repeat, audit=c.audit)
+                     repeat=c.repeat, audit=c.audit, problem_writer=c.issue_writer)
     result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, resume=ctx.resume,
                        progress=_progress(ctx))
     if result.audit_rejected:

@@ -147,8 +147,10 @@ class PolicyProblemWriter:
 
     It is shown the template's text, i.e. the same evidence and nothing more.
 
-    Falls back to the template when the model fails, answers nothing, or answers with
-    something that looks like a diff; ``fallbacks`` counts how often that happened.
+    Falls back to the template when the model fails or answers nothing; ``fallbacks`` counts
+    how often that happened. What it answers is checked where the task is written, with the
+    patches at hand (:mod:`swemill.synth.leaks`: a quoted changed line, a name only the edit
+    contains, a diff), and replaced by the template there if it leaks.
     """
 
     def __init__(self, policy: Policy, fallback: ProblemWriter | None = None) -> None:
@@ -168,7 +170,7 @@ class PolicyProblemWriter:
             text = self.policy.act(self.prompt(failures, repo, where), []).message.text.strip()
         except PolicyError:
             text = ""
-        if not text or any(_DIFF.match(ln) for ln in text.splitlines()):
+        if not text:
             self.fallbacks += 1
             return self.fallback.write(failures, repo, where)
         return text + "\n"

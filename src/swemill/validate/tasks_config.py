@@ -61,8 +61,9 @@ class TasksConfig(BaseModel):
     allow_contaminated: bool = False
     """Let an evaluation benchmark's repository through (the manifest records it)."""
     problem_writer: str | None = None
-    """A policy spec (see ``policy_from_spec``) that writes problem statements; default: the
-    template written from the failing tests."""
+    """A policy spec (see ``policy_from_spec``; ``--issue-writer``) that writes problem
+    statements from the failing tests' evidence; default: the template from the same. Either
+    is leak-checked (:mod:`swemill.synth.leaks`)."""
     timeout_factor: float = Field(default=3.0, gt=0)
     """A run may take this many times its tests' baseline durations, plus start-up."""
     timeout_margin_s: float = Field(default=5.0, ge=0)
@@ -121,6 +122,12 @@ class TasksConfig(BaseModel):
                               "aws-batch")
         if self.backend not in ("auto", "bwrap", "local"):
             raise ConfigError(f"unknown sandbox backend {self.backend!r}: auto, bwrap or local")
+        if self.problem_writer is not None:
+            from swemill.policies.policy import REGISTRY, split_spec
+
+            if split_spec(self.problem_writer)[0] not in REGISTRY:
+                raise ConfigError(f"unknown issue writer {self.problem_writer!r}: a policy "
+                                  f"spec, one of {', '.join(sorted(REGISTRY))}")
         return self
 
 
