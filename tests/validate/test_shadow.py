@@ -2,7 +2,8 @@
 module that keeps its own source text from import time (``TEXT = open(__file__).read()``)
 sees head's text in the image after a body-only edit, while a fresh interpreter sees the
 edited one; hot-patching proves the swapped code exact, not the module's view of its file.
-Here a real warm server serves such an edit from its image, a cold run disagrees, and the
+Here a real warm server serves such an edit from its image, the ordinary run (a fresh pytest
+session in a fork of the server, as the worker's shadow check runs it) disagrees, and the
 shadow check records the mismatch and turns the image off; agreeing runs pass."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ TESTS = ('import lib\n\n\ndef test_text():\n    assert "return 1" in lib.TEXT\n\
          'def test_answer():\n    assert lib.answer() >= 1\n')
 
 
-def test_a_disagreeing_cold_run_turns_the_image_off(tmp_path: Path) -> None:
+def test_a_disagreeing_ordinary_run_turns_the_image_off(tmp_path: Path) -> None:
     (tmp_path / "lib.py").write_text(LIB)
     (tmp_path / "test_lib.py").write_text(TESTS)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -38,12 +39,12 @@ def test_a_disagreeing_cold_run_turns_the_image_off(tmp_path: Path) -> None:
         assert warm.start_image(ARGS, 60).ready
         head = warm.run_image(ids, [], 60)
         assert shadow.due(head)  # the first image run is always checked
-        assert shadow.compare(ids, head, warm.run([*ARGS, *ids], 60, cold=True))
+        assert shadow.compare(ids, head, warm.run([*ARGS, *ids], 60))
         assert not shadow.due(head)  # then one in two
 
         (tmp_path / "lib.py").write_text(LIB.replace("return 1", "return 2"))
         served = warm.run_image(ids, ["lib.py"], 60)
-        cold = warm.run([*ARGS, *ids], 60, cold=True)
+        cold = warm.run([*ARGS, *ids], 60)
     finally:
         warm.close()
     assert served.unservable is None and served.hotpatched == 1
@@ -53,7 +54,7 @@ def test_a_disagreeing_cold_run_turns_the_image_off(tmp_path: Path) -> None:
     assert not shadow.compare(ids, served, cold)
     assert shadow.image_off and shadow.stats.mismatches == 1 and shadow.stats.checks == 2
     assert shadow.stats.details == [
-        "test_lib.py::test_text: image passed, cold failed (+1 more)"]
+        "test_lib.py::test_text: image passed, ordinary failed (+1 more)"]
 
 
 def test_a_timed_out_run_proves_nothing_either_way() -> None:

@@ -203,9 +203,9 @@ def _print(s: dict[str, Any]) -> None:
         for iid, what in list(rejected.items())[:10]:
             out.print(f"  {iid}: {what}", highlight=False, markup=False)
     if s.get("shadow_mismatches"):
-        out.print(f"[red]shadow checks: the head image disagreed with a cold run "
+        out.print(f"[red]shadow checks: the head image disagreed with an ordinary run "
                   f"{s['shadow_mismatches']} time(s) in {s['shadow_checks']}[/red]; the image was "
-                  "off for the rest of the run (the cold results stand):")
+                  "off for the rest of the run (the ordinary results stand):")
         for what in s.get("shadow_details", []):
             out.print(f"  {what}", highlight=False, markup=False)
     for line in s["drop_lines"]:  # why candidates were dropped (candidates/ has every one)

@@ -110,7 +110,7 @@ def tasks(ctx: StageContext) -> dict[str, int]:
         ctx.say(f"the audit removed {len(result.audit_rejected)} of {result.audited} audited "
                 f"task(s) (lists a cold full-suite run contradicts), e.g. {first}: {why}")
     if result.shadow_mismatches:
-        ctx.say(f"shadow checks: the head image disagreed with a cold run "
+        ctx.say(f"shadow checks: the head image disagreed with an ordinary run "
                 f"{result.shadow_mismatches} time(s) (image off for the rest of the run), "
                 f"e.g. {result.shadow_details[0] if result.shadow_details else '?'}")
     if not result.tasks:  # the rollouts would only say "no tasks": say why there are none

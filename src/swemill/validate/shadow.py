@@ -4,13 +4,15 @@ The head image serves a run by forking a process that collected the suite at hea
 swapping edited function bodies in; :mod:`swemill.validate.inside.hotpatch` proves each swap
 exact, and tests compare it with fresh runs, but a repository can still do something the
 proof does not foresee. So, in every run of ``swemill tasks``, the first run the image serves
-and then one in :attr:`Shadow.every` are run again cold (a fresh interpreter that imports and
-collects everything itself, the ordinary way) and the two compared: the exit code and the
-outcome of every requested test. A disagreement turns the image off for the rest of the run
-(every worker), the cold result stands, and it is counted (``shadow_mismatches`` in the
-manifest) and printed. A cold run that timed out says nothing either way (``inconclusive``).
-A flaky test can disagree with itself too: the image is then off needlessly, which costs
-speed, never a verdict.
+and then one in :attr:`Shadow.every` are run again the ordinary way (a fresh pytest session in
+a fork of the warm server, which imports the project from disk and collects anew: no head
+image, no swapped code) and the two compared: the exit code and the outcome of every
+requested test. (A fresh interpreter per check would cost three times as much, and the part
+the image adds is what the check is about.) A disagreement turns the image off for the rest
+of the run (every worker), the ordinary result stands, and it is counted
+(``shadow_mismatches`` in the manifest) and printed. An ordinary run that timed out says
+nothing either way (``inconclusive``). A flaky test can disagree with itself too: the image
+is then off needlessly, which costs speed, never a verdict.
 """
 
 from __future__ import annotations
@@ -59,17 +61,17 @@ class Shadow:
             n, self._served = self._served, self._served + 1
         return n % self.every == 0
 
-    def compare(self, nodeids: Sequence[str], served: WarmResult, cold: WarmResult) -> bool:
+    def compare(self, nodeids: Sequence[str], served: WarmResult, plain: WarmResult) -> bool:
         """Record one check; False (and the image off) when the two runs disagree."""
         with self._lock:
-            if cold.timed_out:
+            if plain.timed_out:
                 self.stats.inconclusive += 1
                 return True
             self.stats.checks += 1
-            diff = [f"{n}: image {served.outcomes.get(n)}, cold {cold.outcomes.get(n)}"
-                    for n in nodeids if served.outcomes.get(n) != cold.outcomes.get(n)]
-            if served.exit_code != cold.exit_code:
-                diff.append(f"exit code: image {served.exit_code}, cold {cold.exit_code}")
+            diff = [f"{n}: image {served.outcomes.get(n)}, ordinary {plain.outcomes.get(n)}"
+                    for n in nodeids if served.outcomes.get(n) != plain.outcomes.get(n)]
+            if served.exit_code != plain.exit_code:
+                diff.append(f"exit code: image {served.exit_code}, ordinary {plain.exit_code}")
             if not diff:
                 return True
             self.stats.mismatches += 1

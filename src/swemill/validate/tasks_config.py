@@ -77,9 +77,10 @@ class TasksConfig(BaseModel):
     collected the suite once; see ``swemill.validate.inside.image``); off: every run starts
     pytest afresh in a fork of the warm server."""
     shadow_every: int = Field(default=50, ge=0)
-    """Shadow checks: the first head-image run and then one in this many are run again cold
-    and compared; a disagreement turns the image off for the rest of the run and is counted
-    (``shadow_mismatches``; see ``swemill.validate.shadow``). 0: none."""
+    """Shadow checks: the first head-image run and then one in this many are run again the
+    ordinary way (no head image) and compared; a disagreement turns the image off for the
+    rest of the run and is counted (``shadow_mismatches``; see ``swemill.validate.shadow``).
+    0: none."""
     fast_paths_off: list[str] = Field(default_factory=list)
     """Optimisations of the warm server to switch off, by name (``fork``, ``code_cache``,
     ``report_cache``, ``head_image``, ``hotpatch``; see ``swemill.validate.inside.protocol``):

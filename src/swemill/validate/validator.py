@@ -334,7 +334,7 @@ def _shadowed(result: TasksResult, stats: ShadowStats, say: Progress) -> None:
     result.shadow_checks, result.shadow_mismatches = stats.checks, stats.mismatches
     result.shadow_details = list(stats.details)
     if stats.mismatches:
-        say(f"shadow check: the head image disagreed with a cold run ({stats.details[0]}); "
+        say(f"shadow check: the head image disagreed with an ordinary run ({stats.details[0]}); "
             "the image was off for the rest of the run", 0, 0)
 
 

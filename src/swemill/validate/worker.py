@@ -112,10 +112,11 @@ class Worker:
             served = self.image.run(nodeids, timeout, deadlines)
             if served is not None:
                 if nodeids and self.shadow is not None and self.shadow.due(served):
-                    # the ordinary way needs a fresh interpreter's start-up on top
-                    cold = self.server.run(nodeids, 2 * timeout + 10, deadlines, cold=True)
-                    if not self.shadow.compare(nodeids, served, cold):
-                        return cold
+                    # the ordinary way: a fresh pytest session in a fork of the warm server,
+                    # which imports the project and collects anew (start-up on top)
+                    plain = self.server.run(nodeids, 2 * timeout + 10, deadlines)
+                    if not self.shadow.compare(nodeids, served, plain):
+                        return plain
                 return served
         return self.server.run(nodeids, timeout, deadlines)
 
