@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from swemill.core.records import TestResult
+from swemill.suite.verdict import parse_report
+from swemill.synth.patches import apply_patch
 
 GIT_ENV = {
     **os.environ,
@@ -72,3 +78,20 @@ def apply_check() -> Callable[..., subprocess.CompletedProcess[str]]:
 @pytest.fixture
 def git() -> Callable[..., str]:
     return run_git
+
+
+def mutant_failures(root: Path, bug_patch: str, tmp_path: Path) -> list[TestResult]:
+    """The tests that fail when ``bug_patch`` is applied to a copy of ``root``: pytest with
+    swemill's reporter, as a worker would run it, read back through the report parser."""
+    work = tmp_path / "work"
+    shutil.copytree(root, work)
+    apply_patch(work, bug_patch)
+    report = tmp_path / "report.jsonl"
+    env = {"SWEMILL_REPORT": str(report), "SWEMILL_NONCE": "n", "PATH": "/usr/bin:/bin",
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(work)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p",
+         "no:cacheprovider", "-o", "addopts=", f"--rootdir={work}", "-q", "tests"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    judged = parse_report(report.read_text(), proc.returncode, nonce="n")
+    return [r for r in judged.results.values() if r.outcome == "failed"]

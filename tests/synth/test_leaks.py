@@ -8,9 +8,6 @@ even from failures that name the edited variable, is accepted and names nothing 
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,12 +15,13 @@ import pytest
 from swemill.core.records import Candidate
 from swemill.repo.sample import materialize_sample
 from swemill.repo.sources import resolve_source
-from swemill.suite.verdict import parse_report
 from swemill.synth.leaks import LeakCheck, changed_lines, identifiers, unchanged_text
-from swemill.synth.patches import apply_patch, parse_patch
+from swemill.synth.patches import parse_patch
 from swemill.synth.problem import FailingTest, evidence, write_problem_statement
 from swemill.synth.procedural import ProceduralStrategy
 from swemill.synth.strategy import RepoView
+
+from .conftest import mutant_failures
 
 CLEAN = ("Since the last release some results come out wrong: the failing tests below expect "
          "one value and get another. Other behaviour looks unaffected.")
@@ -147,18 +145,7 @@ def test_a_real_removed_assignment_is_not_named(git_repo, tmp_path: Path) -> Non
     commit({"pkg/__init__.py": "", "pkg/calc.py": CALC, "tests/test_calc.py": TESTS}, "base")
     view = RepoView(root=root, repo="example/calc", commit="HEAD")
     (cand,) = list(ProceduralStrategy(kinds=["remove_assignment"]).candidates(view))
-    work = tmp_path / "work"
-    shutil.copytree(root, work)
-    apply_patch(work, cand.bug_patch)
-    report = tmp_path / "report.jsonl"
-    env = {"SWEMILL_REPORT": str(report), "SWEMILL_NONCE": "n", "PATH": "/usr/bin:/bin",
-           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(work)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p",
-         "no:cacheprovider", "-o", "addopts=", f"--rootdir={work}", "-q", "tests"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=120)
-    (failed,) = [r for r in parse_report(report.read_text(), proc.returncode, nonce="n")
-                 .results.values() if r.outcome == "failed"]
+    (failed,) = mutant_failures(root, cand.bug_patch, tmp_path)
     assert "'total'" in failed.message
     text = write_problem_statement([failed], "example/calc", where=cand.changed[0].qualname)
     assert "total" not in text, (failed.message, text)

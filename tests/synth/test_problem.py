@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +9,6 @@ import pytest
 from swemill.core.errors import PolicyError
 from swemill.core.records import TestResult
 from swemill.policies.scripted import ScriptedPolicy
-from swemill.suite.verdict import parse_report
-from swemill.synth.patches import apply_patch
 from swemill.synth.problem import (
     FailingTest,
     PolicyProblemWriter,
@@ -22,6 +17,8 @@ from swemill.synth.problem import (
 )
 from swemill.synth.procedural import ProceduralStrategy
 from swemill.synth.strategy import RepoView
+
+from .conftest import mutant_failures
 
 LONGREPR = """\
     def test_add():
@@ -79,19 +76,7 @@ def test_real_failures_of_a_real_mutant_leak_nothing(git_repo, tmp_path: Path) -
     commit({"pkg/__init__.py": "", "pkg/calc.py": CALC, "tests/test_calc.py": TESTS}, "base")
     strat = ProceduralStrategy(kinds=["change_operator"])
     (cand,) = list(strat.candidates(RepoView(root=root, repo="example/calc", commit="HEAD")))
-    work = tmp_path / "work"
-    shutil.copytree(root, work)
-    apply_patch(work, cand.bug_patch)
-    report = tmp_path / "report.jsonl"
-    env = {"SWEMILL_REPORT": str(report), "SWEMILL_NONCE": "n", "PATH": "/usr/bin:/bin",
-           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(work)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p",
-         "no:cacheprovider", "-o", "addopts=", f"--rootdir={work}", "-q", "tests"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=120,
-    )
-    judged = parse_report(report.read_text(), proc.returncode, nonce="n")
-    failing = [r for r in judged.results.values() if r.outcome == "failed"]
+    failing = mutant_failures(root, cand.bug_patch, tmp_path)
     assert {r.nodeid for r in failing} == {"tests/test_calc.py::test_add",
                                            "tests/test_calc.py::test_add_zero"}
     text = write_problem_statement(failing, "example/calc")

@@ -147,13 +147,17 @@ def is_local_url(url: str) -> bool:
         r"^[a-z][a-z0-9+.-]*://|^[^/:@]+@[^:/]+:", url)
 
 
-def _clone_name(url: str, tree: Path) -> str:
-    """A clone's name: ``owner/name`` from a remote URL; from a local path, the project's
-    metadata name (never the path's directories), else the last directory's name."""
-    if not is_local_url(url):
+def _tree_name(url: str, tree: Path, fallback: str) -> str:
+    """``owner/name`` from a remote URL; for no remote or one that is a local path, the
+    project's metadata name in ``tree`` (never the path's directories), else ``fallback``."""
+    if url and not is_local_url(url):
         return repo_name_from_url(url)
     name = _metadata_name(tree)
-    return normalize_name(name) if name else repo_name_from_url(url).rsplit("/", 1)[-1]
+    return normalize_name(name) if name else fallback
+
+
+def _clone_name(url: str, tree: Path) -> str:
+    return _tree_name(url, tree, repo_name_from_url(url).rsplit("/", 1)[-1])
 
 
 def _resolve_git(spec: str, root: Path) -> ResolvedSource:
@@ -208,17 +212,11 @@ def _metadata_name(path: Path) -> str | None:
 def _local_name(path: Path) -> str:
     """``owner/name`` from the git remote (not a local path's directories), else the
     project's metadata name, else the directory's name."""
+    url = ""
     if (path / ".git").exists():
-        try:
+        with contextlib.suppress(SourceError):
             url = git(["config", "--get", "remote.origin.url"], path)
-        except SourceError:
-            url = ""
-        if url and not is_local_url(url):
-            return repo_name_from_url(url)
-    name = _metadata_name(path)
-    if name:
-        return normalize_name(name)
-    return path.name.lower() or "repo"
+    return _tree_name(url, path, path.name.lower() or "repo")
 
 
 def _resolve_local(spec: str, root: Path, kind: SourceKind = "local") -> ResolvedSource:
