@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from swemill.agent.env import EnvResolver
+from swemill.cli.main import app
 from swemill.core.records import CandidateRecord, Task
 from swemill.repo.commitenv import CommitEnvs
 from swemill.repo.envbuild import build_env
@@ -151,8 +154,14 @@ def test_an_older_commit_needing_another_dependency_validates_in_its_own_env(
     config = {"strategies": ["pr-mirror"], "max_tasks": 1, "workers": 1, "near_misses": 0}
 
     # before: the head's environment (shimdep 2) runs the fix commit: its baseline fails
+    # (asked for through the CLI, whose --commit-envs reaches the run)
     before = Store(str(tmp_path / "before"))
-    run_tasks(str(root), before, "r0", TasksConfig(**config, commit_envs=0))
+    cli = CliRunner().invoke(app, [
+        "tasks", "generate", str(root), "--out", str(tmp_path / "before"), "--run-id", "r0",
+        "--strategies", "pr-mirror", "--max-tasks", "1", "--workers", "1",
+        "--near-misses", "0", "--commit-envs", "0", "--json"])
+    assert cli.exit_code == 1, cli.output  # no task written
+    assert json.loads(cli.stdout)["commit_envs"] == {}
     rows = {r.base_commit: r for r in before.read_records("candidates", "r0", CandidateRecord)}
     # (its test module does not import there: a collection error of the baseline, so no
     # test passes at the baseline and none can fail to pass)

@@ -80,6 +80,10 @@ def generate(
     near_misses: Annotated[int, typer.Option(
         "--near-misses", min=0, help="Near-miss variants run against each task's lists "
         "for its near_miss columns (0: none).")] = 2,
+    commit_envs: Annotated[int, typer.Option(
+        "--commit-envs", min=0, help="Environments built for older base commits (pr-mirror, "
+        "rows) that declare other dependencies than the head; the rest run in the head's "
+        "(0: every such commit gets one).")] = 3,
     issue_writer: Annotated[str | None, typer.Option(
         "--issue-writer", help="Policy spec (e.g. openai:MODEL@URL) that writes each "
         "statement from the failing tests' evidence; leak-checked, the template if it "
@@ -106,7 +110,7 @@ def generate(
     summary = _run(source, Store.open(out), _config(
         strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
         executor or "local", suite_timeout, recipe, repeat or 3, near_misses,
-        issue_writer),
+        issue_writer, commit_envs=commit_envs),
         run_id, resume, quiet=json_out)
     if json_out:
         emit_json(summary)
@@ -143,7 +147,8 @@ def register(app: typer.Typer) -> None:
 def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
             audit: int | None, allow_contaminated: bool, backend: str, executor: str = "local",
             suite_timeout: float | None = None, recipe: Path | None = None,
-            repeat: int = 3, near_misses: int = 2, issue_writer: str | None = None) -> Any:
+            repeat: int = 3, near_misses: int = 2, issue_writer: str | None = None, *,
+            commit_envs: int = 3) -> Any:
     from pydantic import ValidationError as PydanticError
 
     from swemill.validate.tasks_config import TasksConfig
@@ -154,6 +159,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
         "allow_contaminated": allow_contaminated, "backend": backend, "executor": executor,
         "suite_timeout_s": suite_timeout, "recipe": recipe, "repeat": repeat,
         "near_misses": near_misses, "problem_writer": issue_writer,
+        "commit_envs": commit_envs,
     }
     if workers is not None:
         opts["workers"] = workers
@@ -192,6 +198,8 @@ def _print(s: dict[str, Any]) -> None:
     for line in s.get("env_skipped", []):
         out.print(f"not installed (tests run without it): {line}", highlight=False,
                   markup=False)
+    for key, what in s.get("commit_envs", {}).items():
+        out.print(f"older commits' environment {key}: {what}", highlight=False, markup=False)
     t = s["timings_s"]
     out.print(f"setup {t.get('setup', 0):.1f} s, validation {t.get('validate', 0):.1f} s "
               f"({s['cpu_s']:.1f} CPU s), audited {s['audited']}"
