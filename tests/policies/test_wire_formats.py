@@ -41,3 +41,18 @@ def test_assistant_turns_round_trip(text: str | None, calls: list[ToolCall]) -> 
     if blocks:
         back, errors = from_converse({"output": {"message": turns[-1]}})
         assert errors == [] and back == message
+
+
+def test_a_tool_call_whose_input_is_not_an_object_is_a_format_error() -> None:
+    """Both Anthropic-style formats keep the good call, drop the bad one, and say why."""
+    good = {"name": "read", "input": {"path": "a.py"}, "id": "t1"}
+    bad = {"name": "bash", "input": "ls -la", "id": "t2"}
+    message, errors = from_anthropic({"content": [{"type": "tool_use", **good},
+                                                  {"type": "tool_use", **bad}]})
+    assert message.content == [ToolUseBlock(call=ToolCall("read", {"path": "a.py"}, id="t1"))]
+    assert errors == ["tool call 'bash' (t2): input is not a JSON object: 'ls -la'"]
+    converse = {"output": {"message": {"content": [
+        {"toolUse": {"name": n["name"], "input": n["input"], "toolUseId": n["id"]}}
+        for n in (good, bad)]}}}
+    message_c, errors_c = from_converse(converse)
+    assert message_c == message and errors_c == errors

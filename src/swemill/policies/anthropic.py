@@ -19,10 +19,9 @@ from swemill.core.records import (
     ToolUseBlock,
     Usage,
 )
-from swemill.core.tools import ToolCall
 from swemill.policies.openai_compat import is_local_url
-from swemill.policies.policy import BasePolicy, PolicyReply, one_line
-from swemill.policies.prices import Price, cost_of, lookup_price
+from swemill.policies.policy import BasePolicy, PolicyReply, one_line, tool_use_block, usage_from
+from swemill.policies.prices import Price, lookup_price
 from swemill.policies.retry import RetryPolicy, Transient, call_with_retries, parse_retry_after
 from swemill.policies.textproto import tool_specs
 
@@ -85,22 +84,15 @@ def from_anthropic(raw: dict[str, Any]) -> tuple[Message, list[str]]:
         elif kind == "thinking" and b.get("thinking"):
             blocks.append(ThinkingBlock(text=b["thinking"]))
         elif kind == "tool_use":
-            if isinstance(b.get("input"), dict):
-                blocks.append(ToolUseBlock(call=ToolCall(b["name"], b["input"], id=b["id"])))
-            else:
-                errors.append(f"tool call {b.get('name')!r} ({b.get('id')}): input is not "
-                              f"a JSON object: {str(b.get('input'))[:200]!r}")
+            block, error = tool_use_block(b.get("name"), b.get("input"), b.get("id"))
+            blocks += [block] if block else []
+            errors += [error] if error else []
     return Message(role="assistant", content=blocks), errors
 
 
 def usage_from_anthropic(raw: dict[str, Any] | None) -> Usage:
-    raw = raw or {}
-    return Usage(
-        input_tokens=int(raw.get("input_tokens") or 0),
-        output_tokens=int(raw.get("output_tokens") or 0),
-        cache_read_tokens=int(raw.get("cache_read_input_tokens") or 0),
-        cache_write_tokens=int(raw.get("cache_creation_input_tokens") or 0),
-    )
+    return usage_from(raw, "input_tokens", "output_tokens", "cache_read_input_tokens",
+                      "cache_creation_input_tokens")
 
 
 class AnthropicPolicy(BasePolicy):
@@ -167,12 +159,8 @@ class AnthropicPolicy(BasePolicy):
         req = self._request(messages, tools)
         raw = call_with_retries(lambda: self._call(req), self.retry, what=f"policy {self.spec}")
         message, errors = from_anthropic(raw)
-        usage = usage_from_anthropic(raw.get("usage"))
-        cost, source = cost_of(usage, self.price, None)
-        usage = usage.model_copy(update={"cost_usd": cost})
-        return PolicyReply(message=message.model_copy(update={"usage": usage}), usage=usage,
-                           raw=raw, format_errors=errors, cost_source=source,
-                           stop_reason=raw.get("stop_reason"))
+        return self._priced(message, usage_from_anthropic(raw.get("usage")), raw=raw,
+                            errors=errors, stop_reason=raw.get("stop_reason"))
 
 
 def from_spec(spec: str, rest: str, **ctx: Any) -> AnthropicPolicy:

@@ -20,10 +20,9 @@ from swemill.core.records import (
     ToolUseBlock,
     Usage,
 )
-from swemill.core.tools import ToolCall
 from swemill.policies.anthropic import merge_same_role
-from swemill.policies.policy import BasePolicy, PolicyReply, one_line
-from swemill.policies.prices import Price, cost_of, lookup_price
+from swemill.policies.policy import BasePolicy, PolicyReply, one_line, tool_use_block, usage_from
+from swemill.policies.prices import Price, lookup_price
 from swemill.policies.retry import RetryPolicy, Transient, call_with_retries
 from swemill.policies.textproto import tool_specs
 
@@ -72,23 +71,15 @@ def from_converse(raw: dict[str, Any]) -> tuple[Message, list[str]]:
                 blocks.append(ThinkingBlock(text=text))
         elif "toolUse" in b:
             use = b["toolUse"]
-            if isinstance(use.get("input"), dict):
-                blocks.append(ToolUseBlock(call=ToolCall(use["name"], use["input"],
-                                                         id=use["toolUseId"])))
-            else:
-                errors.append(f"tool call {use.get('name')!r} ({use.get('toolUseId')}): "
-                              f"input is not a JSON object: {str(use.get('input'))[:200]!r}")
+            block, error = tool_use_block(use.get("name"), use.get("input"), use.get("toolUseId"))
+            blocks += [block] if block else []
+            errors += [error] if error else []
     return Message(role="assistant", content=blocks), errors
 
 
 def usage_from_converse(raw: dict[str, Any] | None) -> Usage:
-    raw = raw or {}
-    return Usage(
-        input_tokens=int(raw.get("inputTokens") or 0),
-        output_tokens=int(raw.get("outputTokens") or 0),
-        cache_read_tokens=int(raw.get("cacheReadInputTokens") or 0),
-        cache_write_tokens=int(raw.get("cacheWriteInputTokens") or 0),
-    )
+    return usage_from(raw, "inputTokens", "outputTokens", "cacheReadInputTokens",
+                      "cacheWriteInputTokens")
 
 
 def _make_client(region: str | None, timeout_s: float) -> Any:
@@ -154,13 +145,9 @@ class BedrockPolicy(BasePolicy):
         req = self._request(messages, tools)
         raw = call_with_retries(lambda: self._call(req), self.retry, what=f"policy {self.spec}")
         message, errors = from_converse(raw)
-        usage = usage_from_converse(raw.get("usage"))
-        cost, source = cost_of(usage, self.price, None)
-        usage = usage.model_copy(update={"cost_usd": cost})
-        raw_clean = {k: v for k, v in raw.items() if k != "ResponseMetadata"}
-        return PolicyReply(message=message.model_copy(update={"usage": usage}), usage=usage,
-                           raw=raw_clean, format_errors=errors, cost_source=source,
-                           stop_reason=raw.get("stopReason"))
+        return self._priced(message, usage_from_converse(raw.get("usage")),
+                            raw={k: v for k, v in raw.items() if k != "ResponseMetadata"},
+                            errors=errors, stop_reason=raw.get("stopReason"))
 
 
 def from_spec(spec: str, rest: str, **ctx: Any) -> BedrockPolicy:

@@ -23,7 +23,7 @@ from swemill.policies.openai_format import (
     usage_from_openai,
 )
 from swemill.policies.policy import BasePolicy, PolicyReply, one_line
-from swemill.policies.prices import Price, cost_of, lookup_price
+from swemill.policies.prices import Price, lookup_price
 from swemill.policies.retry import RetryPolicy, Transient, call_with_retries, parse_retry_after
 from swemill.policies.textproto import parse_tool_blocks, to_text_messages
 
@@ -150,11 +150,8 @@ class OpenAIPolicy(BasePolicy):
         if self.tool_mode == "text":
             message, errors = _parse_text_calls(message, errors, id_prefix)
         usage, reported = usage_from_openai(raw.get("usage"))
-        cost, source = cost_of(usage, self.price, reported)
-        usage = usage.model_copy(update={"cost_usd": cost})
-        message = message.model_copy(update={"usage": usage})
-        return PolicyReply(message=message, usage=usage, raw=raw, format_errors=errors,
-                           cost_source=source, stop_reason=choice.get("finish_reason"))
+        return self._priced(message, usage, raw=raw, errors=errors, reported=reported,
+                            stop_reason=choice.get("finish_reason"))
 
 
 def _parse_text_calls(

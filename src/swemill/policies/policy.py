@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from swemill.core.errors import PolicyError
-from swemill.core.records import Message, Usage
-from swemill.policies.prices import CostSource, Price, parse_price, require_price
+from swemill.core.records import Message, ToolUseBlock, Usage
+from swemill.core.tools import ToolCall
+from swemill.policies.prices import CostSource, Price, cost_of, parse_price, require_price
 
 __all__ = [
     "Policy",
@@ -37,6 +38,8 @@ __all__ = [
     "family_of",
     "estimate_tokens",
     "one_line",
+    "usage_from",
+    "tool_use_block",
 ]
 
 
@@ -44,6 +47,25 @@ def one_line(text: object, limit: int = 300) -> str:
     """A provider's message squeezed onto one line, for errors users read."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def usage_from(raw: dict[str, Any] | None, input_key: str, output_key: str,
+               cache_read_key: str, cache_write_key: str) -> Usage:
+    """A provider's usage object read under its own key names (absent counts are 0)."""
+    raw = raw or {}
+    return Usage(input_tokens=int(raw.get(input_key) or 0),
+                 output_tokens=int(raw.get(output_key) or 0),
+                 cache_read_tokens=int(raw.get(cache_read_key) or 0),
+                 cache_write_tokens=int(raw.get(cache_write_key) or 0))
+
+
+def tool_use_block(name: Any, args: Any, call_id: Any) -> tuple[ToolUseBlock | None, str | None]:
+    """A provider's tool call as a block, or why it cannot be one (the input is not a JSON
+    object): a format error the harness reports back to the model."""
+    if isinstance(args, dict):
+        return ToolUseBlock(call=ToolCall(name, args, id=call_id)), None
+    return None, (f"tool call {name!r} ({call_id}): input is not a JSON object: "
+                  f"{str(args)[:200]!r}")
 
 
 @dataclass(slots=True)
@@ -103,6 +125,17 @@ class BasePolicy:
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyReply:
         raise NotImplementedError
+
+    def _priced(self, message: Message, usage: Usage, *, raw: dict[str, Any],
+                errors: list[str], stop_reason: str | None,
+                reported: float | None = None) -> PolicyReply:
+        """The reply to one call, its cost from the provider's figure or this policy's
+        price (see :func:`~swemill.policies.prices.cost_of`)."""
+        cost, source = cost_of(usage, self.price, reported)
+        usage = usage.model_copy(update={"cost_usd": cost})
+        return PolicyReply(message=message.model_copy(update={"usage": usage}), usage=usage,
+                           raw=raw, format_errors=errors, cost_source=source,
+                           stop_reason=stop_reason)
 
     async def aact(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyReply:
         """``act`` off the event loop (SDK clients here are synchronous)."""
