@@ -217,8 +217,10 @@ FP_LINES_PER_HIT = 2000
 
 def test_false_positives_on_swemill_code() -> None:
     root = Path(__file__).resolve().parents[2] / "src" / "swemill"
-    # redact.py itself is left out: its docstring shows what each rule redacts.
-    files = sorted(p for p in root.rglob("*.py") if p.name != "redact.py")
+    # The redaction modules are left out: redact.py's docstring shows what each rule redacts,
+    # redact_rules.py's regexes spell it (a home directory's prefix, say).
+    files = sorted(p for p in root.rglob("*.py")
+                   if p.name not in ("redact.py", "redact_rules.py"))
     lines = hits = 0
     found = []
     for path in files:
