@@ -2,10 +2,12 @@
 
 The wheel is built for real (hatchling, the project's build backend, from pyproject.toml) and
 its file list is read back; this is what ``pip install .`` or ``pip install swemill`` unpacks.
+One test does the install itself, into a fresh virtual environment, and looks at what landed.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -55,3 +57,28 @@ def test_no_two_modules_share_a_name(wheel_names: list[str]) -> None:
                     if m.name not in ("__init__.py", "__main__.py"))
     assert len(names) > 100
     assert [n for n, k in names.items() if k > 1] == []
+
+
+@pytest.mark.slow
+def test_install_into_a_fresh_venv_holds_no_fakes(tmp_path: Path) -> None:
+    """``pip install .`` (uv's pip, an isolated build as pip makes it) into a new venv: the
+    package is there, the test doubles and swemill_testkit are not."""
+    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    venv = tmp_path / "venv"
+
+    def run(*args: str | Path) -> str:
+        proc = subprocess.run([str(a) for a in args], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout
+
+    run(uv, "venv", "-q", "--python", sys.executable, venv)
+    run(uv, "pip", "install", "-q", "--python", venv / "bin" / "python", "--no-deps", ROOT)
+    (site,) = venv.glob("lib/python*/site-packages")
+    installed = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.py"))
+    assert "swemill/cli/main.py" in installed and "swemill/policies/scripted.py" in installed
+    assert [p for p in installed if PurePosixPath(p).name.startswith("fake_")
+            or "testkit" in p or "/testing/" in p] == []
+    found = run(venv / "bin" / "python", "-c",
+                "import importlib.util as u; print(u.find_spec('swemill_testkit'))")
+    assert found.strip() == "None"
