@@ -122,6 +122,11 @@ class Row:
     cpu_s: float = 0.0
     wall_s: float = 0.0
     error: str = ""
+    candidate_rows: int | None = None
+    """Rows of the run's ``candidates/`` table (-1: the run wrote none; None: not looked at,
+    a row from before the benchmark looked)."""
+    drop_line: str | None = None
+    """The drop summary's first line as ``swemill tasks`` printed it ('' if it did not)."""
 
     @property
     def yield_(self) -> float:
@@ -318,6 +323,10 @@ def one(project: Project, args: argparse.Namespace, base: Path) -> Row:
     row.written = int(counts.get("out", 0))
     row.drops = {k: int(v) for k, v in counts.items()
                  if k not in ("in", "out", "valid") and not k.startswith("skipped_")}
+    table_dir = out / "candidates" / f"run_id={run_id}"
+    row.candidate_rows = len(read_table(out, "candidates", run_id)) if table_dir.is_dir() else -1
+    row.drop_line = next((ln.strip() for ln in proc.stdout.splitlines()
+                          if ln.strip().startswith(DROP_LINES)), "")
     goldens = {g["instance_id"]: g for g in read_table(out, "golden", run_id)}
     for task in read_table(out, "tasks", run_id):
         why = revalidate(task, goldens[task["instance_id"]], out, python, roots, args.repeat,
@@ -326,6 +335,10 @@ def one(project: Project, args: argparse.Namespace, base: Path) -> Row:
         if why:
             row.false_tasks.append(f"{task['instance_id']}: {why}")
     return row
+
+
+DROP_LINES = ("top drop reasons (", "no drops among ", "no candidate was validated")
+"""How the drop summary that ``swemill tasks`` ends with begins (validate.drops)."""
 
 
 def table(rows: list[Row]) -> str:
@@ -360,6 +373,15 @@ def summary(rows: list[Row]) -> str:
                 f"median {statistics.median(rates) if rates else 0:.1f} valid/CPU-min")
     lines = [part(rows, "all"), part([r for r in rows if r.holdout], "holdout"),
              part([r for r in rows if not r.holdout], "tuned-on")]
+    ran = [r for r in rows if r.candidates and r.drop_line is not None]
+    seen = [r for r in ran if r.candidate_rows == r.candidates and r.drop_line]
+    unseen = sum(bool(r.candidates) and r.drop_line is None for r in rows)
+    lines.append(f"candidates/ table (one row per candidate) and drop summary on {len(seen)} of "
+                 f"{len(ran)} runs that validated" + (f" ({unseen} more not looked at)"
+                                                       if unseen else ""))
+    lines += [f"MISSING {r.spec}: candidates/ rows {r.candidate_rows} for {r.candidates} "
+              f"candidates, drop summary {r.drop_line or 'not printed'}"
+              for r in ran if r not in seen]
     for r in rows:
         lines += [f"FALSE {t}" for t in r.false_tasks]
     return "\n".join(lines)
@@ -375,19 +397,43 @@ def naive_ratios(rows: list[Row], k: int) -> list[str]:
         return []
     picks = [ok[int(i * len(ok) / k)] for i in range(min(k, len(ok)))]
     ns = argparse.Namespace(candidates=20, naive=5, workers=2, seed=0)
-    out = []
+    out, ratios = [], []
     for r in picks:
         try:
-            _, rates = bv.measure(r.spec, ns)
+            detail, rates = bv.measure(r.spec, ns)
         except Exception as exc:  # a project that breaks the comparison is reported, not fatal
             out.append(f"{r.spec}: naive comparison failed: {exc}")
             continue
+        print("\n".join(detail), flush=True)
         adaptive = rates["naive_adaptive"]
         ratio = rates["swemill"] / adaptive if adaptive else 0.0
+        ratios.append(ratio)
         out.append(f"{r.spec}: swemill {rates['swemill']:.1f} valid/CPU-min, naive (adaptive "
                    f"timeouts) {adaptive:.1f}: {ratio:.1f}x"
                    f"; invalid in the naive audit: {rates['invalid']:.0f}")
+    if ratios:
+        out.append(f"median ratio to the naive validator over {len(ratios)} projects: "
+                   f"{statistics.median(ratios):.1f}x (goal 10x)")
     return out
+
+
+def merged(files: list[Path]) -> list[Row]:
+    """The rows of earlier ``--json`` files in the zoo's order (a project's last row wins)."""
+    by_spec = {}
+    for f in files:
+        for d in json.loads(f.read_text()):
+            by_spec[d["spec"]] = Row(**d)
+    order = {p.spec: i for i, p in enumerate(ZOO)}
+    return sorted(by_spec.values(), key=lambda r: order.get(r.spec, len(order)))
+
+
+def report(rows: list[Row], naive: int) -> None:
+    print()
+    print(table(rows))
+    print()
+    print(summary(rows))
+    for line in naive_ratios(rows, naive):
+        print(line)
 
 
 def main() -> None:
@@ -400,7 +446,13 @@ def main() -> None:
     ap.add_argument("--naive", type=int, default=0, help="projects for the naive comparison")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="write the rows here as JSON")
+    ap.add_argument("--merge", type=Path, nargs="+", default=None, metavar="FILE",
+                    help="run nothing: print the table and summary of rows earlier runs wrote "
+                         "with --json (a zoo run in chunks); --naive picks from them")
     args = ap.parse_args()
+    if args.merge:
+        report(merged(args.merge), args.naive)
+        return
     names = {n.strip().lower() for n in args.only.split(",") if n.strip()}
     zoo = [p for p in ZOO if (not names or p.spec[5:].split("==")[0].lower() in names)
            and (p.holdout or not args.holdout)]
@@ -420,12 +472,7 @@ def main() -> None:
               f"{row.error}", flush=True)
         if args.json:
             args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
-    print()
-    print(table(rows))
-    print()
-    print(summary(rows))
-    for line in naive_ratios(rows, args.naive):
-        print(line)
+    report(rows, args.naive)
     with contextlib.suppress(OSError):
         if not args.out:
             shutil.rmtree(base)

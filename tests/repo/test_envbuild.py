@@ -165,3 +165,21 @@ def test_recipe_override_rebuilds_and_is_then_reused(demo_project: Path, tmp_pat
     detected = build_env(src, cache=cache)  # another recipe: rebuilt in place, atomically
     assert detected.path == env.path and not list(site_packages(detected).glob("six.py"))
     assert not [p for p in (cache / "envs").iterdir() if p.name.startswith((".tmp", ".old"))]
+
+
+def test_a_suite_whose_conftest_takes_a_py_path_runs_its_baseline(tmp_path: Path) -> None:
+    """wrapt 1.16.0 in the zoo: its conftest's ``pytest_pycollect_makemodule(path, parent)``
+    made the newest pytest refuse to start, so no baseline; detected, it gets pytest<9."""
+    from swemill.suite.baseline import run_baseline
+
+    cache = tmp_path / "cache"
+    proj = make_project(tmp_path / "oldhooks")
+    (proj / "tests" / "conftest.py").write_text(
+        "def pytest_pycollect_makemodule(path, parent):\n"
+        "    assert path.basename  # a py.path, as pytest < 9 passes it\n"
+        "    return None\n")
+    env = build_env(resolve_source(str(proj), cache=cache), cache=cache)
+    [dist] = site_packages(env).glob("pytest-*.dist-info")
+    assert int(dist.name.split("-")[1].split(".")[0]) < 9
+    baseline = run_baseline(env, backend="auto")
+    assert baseline.passing() == {"tests/test_value.py::test_value"}

@@ -209,3 +209,40 @@ def test_committed_recipe_and_a_recipe_that_adds_to_detection(tmp_path: Path) ->
     write(root, {".swemill/recipe.toml": "surprise = 1\n"})
     with pytest.raises(ConfigError, match="recipe.toml is not a valid recipe"):
         resolve_recipe(root)
+
+
+def test_a_conftest_hook_taking_a_py_path_pins_pytest_below_9(tmp_path: Path) -> None:
+    # wrapt 1.16.0's tests/conftest.py: pytest 9 refuses to start on it ("Argument(s)
+    # {'path'} are declared in the hookimpl but can not be found in the hookspec")
+    r = detect_recipe(write(tmp_path / "old", {
+        "setup.py": "from setuptools import setup\nsetup(name='p')\n",
+        "tests/conftest.py": """
+            def pytest_pycollect_makemodule(path, parent):
+                return None
+            """,
+        "tests/test_p.py": "def test_p():\n    pass\n"}))
+    assert "pytest<9" in r.packages
+    assert any(e.startswith("tests/conftest.py: pytest_pycollect_makemodule(path)")
+               for e in r.evidence), r.evidence
+    assert r.all_packages()[-2:] == ["pytest<9", "coverage"]  # no second, unpinned pytest
+
+
+@pytest.mark.parametrize("conftest", [
+    "def pytest_pycollect_makemodule(module_path, parent):\n    return None\n",
+    "def pytest_report_header(config, start_path):\n    return []\n",
+    "def path(startdir):\n    pass\n",  # not a hook
+    "def pytest_collect_file(file_path, parent:\n",  # does not parse: ignored
+])
+def test_current_hooks_and_other_functions_pin_nothing(tmp_path: Path, conftest: str) -> None:
+    r = detect_recipe(write(tmp_path / "new", {"conftest.py": conftest,
+                                               "test_p.py": "def test_p():\n    pass\n"}))
+    assert not any(p.startswith("pytest") for p in r.packages), r.packages
+
+
+def test_a_legacy_hook_in_a_hidden_or_build_directory_pins_nothing(tmp_path: Path) -> None:
+    hook = "def pytest_report_header(config, startdir):\n    return []\n"
+    r = detect_recipe(write(tmp_path / "p", {".tox/py/conftest.py": hook,
+                                             "build/lib/conftest.py": hook}))
+    assert r.packages == []
+    r = detect_recipe(write(tmp_path / "q", {"tests/conftest.py": hook}))
+    assert r.packages == ["pytest<9"]

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from swemill.core.errors import ConfigError
+from swemill.repo.legacy_hooks import legacy_hook_pins
 from swemill.repo.testdecl import from_noxfile, from_tox_ini, from_tox_toml, setup_py_extra_names
 
 __all__ = ["COMMITTED", "Recipe", "detect_recipe", "has_tests", "load_recipe", "resolve_recipe"]
@@ -156,6 +157,9 @@ def detect_recipe(root: Path) -> Recipe:
     _from_setup(root, r)
     _from_runners(root, pyproject, r)
     _pytest_config(root, pyproject, r)
+    pins, why = legacy_hook_pins(root)
+    r.packages += pins
+    r.evidence += why
     r.packages = list(dict.fromkeys(r.packages))
     r.extras = list(dict.fromkeys(r.extras))
     return r
