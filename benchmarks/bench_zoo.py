@@ -405,15 +405,19 @@ def naive_ratios(rows: list[Row], k: int) -> list[str]:
             out.append(f"{r.spec}: naive comparison failed: {exc}")
             continue
         print("\n".join(detail), flush=True)
-        adaptive = rates["naive_adaptive"]
-        ratio = rates["swemill"] / adaptive if adaptive else 0.0
+        # On a loaded machine the naive validator's adaptive timeouts (from the baseline's
+        # durations) cut cold runs short and its valid count falls, which flatters swemill:
+        # the ratio is taken to the better of its two timeout settings.
+        adaptive, fixed = rates["naive_adaptive"], rates["naive120"]
+        best = max(adaptive, fixed)
+        ratio = rates["swemill"] / best if best else float("inf")
         ratios.append(ratio)
-        out.append(f"{r.spec}: swemill {rates['swemill']:.1f} valid/CPU-min, naive (adaptive "
-                   f"timeouts) {adaptive:.1f}: {ratio:.1f}x"
-                   f"; invalid in the naive audit: {rates['invalid']:.0f}")
+        out.append(f"{r.spec}: swemill {rates['swemill']:.1f} valid/CPU-min, naive "
+                   f"{adaptive:.1f} (adaptive timeouts) / {fixed:.1f} (120 s): {ratio:.1f}x "
+                   f"the better; invalid in the naive audit: {rates['invalid']:.0f}")
     if ratios:
-        out.append(f"median ratio to the naive validator over {len(ratios)} projects: "
-                   f"{statistics.median(ratios):.1f}x (goal 10x)")
+        out.append(f"median ratio to the naive validator (the better of its two timeouts) over "
+                   f"{len(ratios)} projects: {statistics.median(ratios):.1f}x (goal 10x)")
     return out
 
 
