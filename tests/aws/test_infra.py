@@ -53,7 +53,8 @@ def test_catalog_tables_partitioned_by_run_id() -> None:
     res = template()["Resources"]
     tables = {r["Properties"]["TableInput"]["Name"]: r["Properties"]["TableInput"]
               for r in res.values() if r["Type"] == "AWS::Glue::Table"}
-    assert set(tables) == {"traces", "tasks", "candidates", "corpus_sft", "corpus_dpo"}
+    assert set(tables) == {"traces", "tasks", "candidates", "difficulty", "corpus_sft",
+                           "corpus_dpo"}
     for table in tables.values():
         assert table["PartitionKeys"] == [{"Name": "run_id", "Type": "string"}]
         assert "run_id" not in {c["Name"] for c in table["StorageDescriptor"]["Columns"]}
@@ -64,6 +65,9 @@ def test_catalog_tables_partitioned_by_run_id() -> None:
     assert sd["Location"] == {"Fn::Sub": "s3://${Bucket}/candidates/"}
     assert {"Name": "reason", "Type": "string"} in sd["Columns"]
     assert {"Name": "position", "Type": "bigint"} in sd["Columns"]
+    sd = tables["difficulty"]["StorageDescriptor"]
+    assert {"Name": "pass_at_k", "Type": "array<double>"} in sd["Columns"]
+    assert {"Name": "solve_rate", "Type": "double"} in sd["Columns"]
 
 
 def test_hive_types() -> None:

@@ -61,9 +61,10 @@ def pypi_cases() -> list[tuple[Path, Candidate]]:
     return out
 
 
-def _plant(root: Path, cand: Candidate) -> tuple[LeakCheck, list[str], str]:
+def _plant(root: Path, cand: Candidate) -> tuple[LeakCheck, list[str], str, set[str]]:
     """The check a task of ``cand`` would get, leaking statements planted from its own
-    patch, and the template's statement for failures that name the edited variables."""
+    patch, the template's statement for failures that name the edited variables, and those
+    names."""
     tests = _tests(cand)
     removed, added = changed_lines(cand.bug_patch)
     where = cand.changed[0].qualname if cand.changed else ""
@@ -81,24 +82,31 @@ def _plant(root: Path, cand: Candidate) -> tuple[LeakCheck, list[str], str]:
     planted += [f"{CLEAN} It seems {name} is involved." for name in sorted(check.names)[:1]]
     head = "\n".join(cand.bug_patch.splitlines()[:4])
     planted.append(f"{CLEAN}\n\nHere is what changed:\n{head}\n")
-    return check, planted, write_problem_statement(failures, "r", where=where)
+    named = identifiers("\n".join(removed)) | identifiers("\n".join(added))
+    return check, planted, write_problem_statement(failures, "r", where=where), named
 
 
-def _assert_cases(cases: list[tuple[Path, Candidate]]) -> int:
-    planted_total = 0
+def _assert_cases(cases: list[tuple[Path, Candidate]]) -> tuple[int, int]:
+    """Asserts every case; returns the planted leaks and the cases whose failures named
+    edited variables (a name error the template had to reword)."""
+    planted_total = named_cases = 0
     for root, cand in cases:
-        check, planted, template = _plant(root, cand)
+        check, planted, template, named = _plant(root, cand)
         for text in planted:
             assert check.reasons(text), (cand.candidate_id, text)
         planted_total += len(planted)
         assert check.ok(CLEAN), (cand.candidate_id, check.reasons(CLEAN))
         assert check.ok(template), (cand.candidate_id, check.reasons(template), template)
-    return planted_total
+        # the name errors' own names are gone from it, secret or not
+        assert not [n for n in named if f"'{n}'" in template], (cand.candidate_id, template)
+        named_cases += bool(named)
+    return planted_total, named_cases
 
 
 def test_leaks_are_rejected_and_clean_text_accepted_on_the_sample(sample_cases) -> None:
     assert len(sample_cases) >= 20
-    assert _assert_cases(sample_cases) >= 40
+    planted, named = _assert_cases(sample_cases)
+    assert planted >= 40 and named >= 20, (planted, named)
     assert any(LeakCheck.of(c.bug_patch, known=[_unchanged(r, c)]).names for r, c in sample_cases)
 
 
@@ -106,7 +114,8 @@ def test_leaks_are_rejected_and_clean_text_accepted_on_the_sample(sample_cases) 
 @pytest.mark.network
 def test_leaks_are_rejected_and_clean_text_accepted_on_two_pypi_projects(pypi_cases) -> None:
     assert {c.repo for _, c in pypi_cases} == {"toolz", "more-itertools"}
-    assert _assert_cases(pypi_cases) >= 40
+    planted, named = _assert_cases(pypi_cases)
+    assert planted >= 40 and named >= 20, (planted, named)
 
 
 def test_template_rewords_name_errors_without_the_name() -> None:

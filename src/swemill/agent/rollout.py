@@ -41,6 +41,7 @@ from swemill.executors import Executor
 from swemill.policies.policy import Policy, policy_from_spec, split_spec
 from swemill.store import Store
 from swemill.store.layout import check_run_id, manifest_key, run_prefix, shard_name
+from swemill.validate.difficulty import SolveStats, write_difficulty
 
 __all__ = ["RolloutConfig", "RolloutResult", "RolloutStage", "run_rollouts", "run_shard",
            "PAIRS_STAGE"]
@@ -158,6 +159,7 @@ def run_shard(stage: RolloutStage, shard: str, tasks: list[Task]) -> dict[str, A
     pairs: list[PreferencePair] = []
     counts: Counter[str] = Counter()
     rates: dict[str, float | None] = {}
+    samples: dict[str, dict[str, Any]] = {}
     points = divergent = 0
     for task in tasks:
         if stage.stop.is_set():
@@ -167,6 +169,11 @@ def run_shard(stage: RolloutStage, shard: str, tasks: list[Task]) -> dict[str, A
             stage.stop.set()
             return None
         rates[task.instance_id] = res.solve_rate
+        graded = [t for t in res.samples if t.outcome is not None]
+        samples[task.instance_id] = {  # for difficulty/: n graded samples, c resolved
+            "n": len(graded),
+            "resolved": sum(1 for t in graded if t.outcome and t.outcome.resolved),
+            "policy": ",".join(dict.fromkeys(t.policy for t in res.samples))}
         points, divergent = points + res.compared, divergent + res.divergent
         if _select(stage, res, counts):
             trajs += res.trajectories
@@ -185,6 +192,7 @@ def run_shard(stage: RolloutStage, shard: str, tasks: list[Task]) -> dict[str, A
             stage.store.drop_shard(name, stage.run_id, shard)
     summary = {"shard": shard, "tasks": [t.instance_id for t in tasks], "trajectories": len(trajs),
                "pairs": len(pairs), "counts": dict(counts), "solve_rates": rates,
+               "samples": samples,
                "decision_points": points, "divergent_points": divergent,
                "cost_usd": sum(t.usage.cost_usd for t in trajs), "written_at": utcnow()}
     stage.store.write_json(_rollouts_key(stage.run_id, "shards", f"{shard}.json"), summary)
@@ -304,6 +312,7 @@ def _finish(store: Store, run_id: str, config: RolloutConfig, result: RolloutRes
     """Totals over every written shard (also earlier invocations) into the run's manifest."""
     counts: Counter[str] = Counter()
     points = divergent = 0
+    stats: dict[str, SolveStats] = {}
     for name in store.list_keys(_rollouts_key(run_id, "shards")):
         if not name.endswith(".json"):
             continue
@@ -313,12 +322,15 @@ def _finish(store: Store, run_id: str, config: RolloutConfig, result: RolloutRes
         counts["pairs"] += s["pairs"]
         counts["tasks_done"] += len(s["tasks"])
         result.solve_rates.update(s["solve_rates"])
+        stats.update({iid: SolveStats(v["n"], v["resolved"], v["policy"])
+                      for iid, v in (s.get("samples") or {}).items()})
         points, divergent = points + s["decision_points"], divergent + s["divergent_points"]
     counts["in"] = result.tasks
     counts["out"] = counts["trajectories"]
     counts["stopped_budget"] = result.shards_stopped
     result.trajectories, result.pairs = counts["trajectories"], counts["pairs"]
     result.divergence_rate = divergent / points if points else None
+    counts["difficulty_rows"] = write_difficulty(store, run_id, stats)
     result.counts = dict(counts)
     manifest = (store.read_manifest(run_id) if store.exists(manifest_key(run_id))
                 else RunManifest(run_id=run_id, command="rollout"))

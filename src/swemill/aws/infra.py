@@ -24,11 +24,13 @@ from swemill.core.records import CandidateRecord, Task
 from swemill.corpus.rows import DPO_SCHEMA, SFT_SCHEMA
 from swemill.store import schema_for_model
 from swemill.traces.ingest import state_schema
+from swemill.validate.difficulty import TaskDifficulty
 
 __all__ = ["template", "render", "hive_type", "glue_columns", "CATALOG_TABLES"]
 
 CATALOG_TABLES = {"traces": "traces", "tasks": "tasks", "candidates": "candidates",
-                  "corpus_sft": "corpus/sft", "corpus_dpo": "corpus/dpo"}
+                  "difficulty": "difficulty", "corpus_sft": "corpus/sft",
+                  "corpus_dpo": "corpus/dpo"}
 
 
 def hive_type(t: pa.DataType) -> str:
@@ -55,6 +57,7 @@ def hive_type(t: pa.DataType) -> str:
 def _schemas() -> dict[str, pa.Schema]:
     return {"traces": state_schema(), "tasks": schema_for_model(Task),
             "candidates": schema_for_model(CandidateRecord),
+            "difficulty": schema_for_model(TaskDifficulty),
             "corpus_sft": SFT_SCHEMA, "corpus_dpo": DPO_SCHEMA}
 
 

@@ -33,13 +33,19 @@ def register(app: typer.Typer) -> None:
         no_reasoning: Annotated[bool, typer.Option(
             "--no-reasoning", help="Leave thinking out of the rows.")] = False,
         scrub_keep: ScrubKeep = "",
+        difficulty: Annotated[str, typer.Option(
+            "--difficulty", help="Keep the rows of tasks labelled easy, medium or hard (solve "
+            "rate where rollouts measured it, else proxies); all keeps every row.")] = "all",
+        curriculum: Annotated[bool, typer.Option(
+            "--curriculum", help="Order the rows easy to hard instead of input order.")]
+        = False,
         resume: Annotated[bool, typer.Option(
             "--resume", help="Skip the run when its corpus and card are already written.")]
         = False,
         json_out: JsonOut = False,
     ) -> None:
         """Filter, scrub, dedup and split a run's records into TRL-ready SFT and DPO Parquet."""
-        from swemill.corpus.assemble import CorpusConfig
+        from swemill.corpus.assemble import DIFFICULTIES, CorpusConfig
         from swemill.corpus.split import SplitConfig
         from swemill.corpus.stage import run_corpus
         from swemill.store import Store
@@ -47,11 +53,13 @@ def register(app: typer.Typer) -> None:
         extra = set(emit or ())
         if extra - {"wm"}:
             fail(f"unknown --emit {sorted(extra - {'wm'})}: the only extra table is 'wm'")
+        if difficulty not in DIFFICULTIES:
+            fail(f"unknown --difficulty {difficulty!r}: choose one of {', '.join(DIFFICULTIES)}")
         if group_by not in GROUPINGS:
             fail(f"unknown --group-by {group_by!r}: choose one of {', '.join(GROUPINGS)}")
         config = CorpusConfig(
             reasoning=not no_reasoning, emit_wm="wm" in extra, dedup=not no_dedup,
-            scrub_keep=keep_kinds(scrub_keep),
+            scrub_keep=keep_kinds(scrub_keep), difficulty=difficulty, curriculum=curriculum,
             split=SplitConfig(holdout_fraction=holdout, seed=seed, group_by=group_by),  # type: ignore[arg-type]
         )
         store = Store.open(out)

@@ -1,10 +1,12 @@
 """The corpus stage as one function: trajectories and pairs in, split row lists out.
 
-Order per item: admission (a flagged trajectory is never an SFT row, a pair whose ``chosen``
-side was flagged is never a DPO row) -> tools outside the algebra -> secrets scrub -> row ->
-golden guard (nothing golden in what the policy was shown) -> quality filters -> exact and near
-dedup (against earlier runs too, when given a loaded :class:`NearDupIndex`). Every drop is a
-:class:`Drop` with a reason and is counted as ``dropped_<reason>``; then the held-out split.
+Order per item: the ``difficulty`` selection (a row of a task of another label, or of no
+known label, is dropped as ``difficulty``) -> admission (a flagged trajectory is never an SFT
+row, a pair whose ``chosen`` side was flagged is never a DPO row) -> tools outside the algebra
+-> secrets scrub -> row -> golden guard (nothing golden in what the policy was shown) ->
+quality filters -> exact and near dedup (against earlier runs too, when given a loaded
+:class:`NearDupIndex`). Every drop is a :class:`Drop` with a reason and is counted as
+``dropped_<reason>``; then the held-out split, then, with ``curriculum``, easy to hard order.
 Nothing here touches the store: :func:`swemill.corpus.write.write_corpus` does.
 """
 
@@ -43,11 +45,11 @@ from swemill.corpus.rows import (
     wm_rows,
 )
 from swemill.corpus.split import Split, SplitConfig, SplitItem, family_of, split
+from swemill.validate.difficulty import LABELS, TaskDifficulty
 from swemill.validate.guard import GoldenGuard
 
 __all__ = ["CorpusConfig", "CorpusTables", "assemble", "admit", "row_text", "dedup_text",
-           "pair_digest",
-           "empty_reason"]
+           "pair_digest", "empty_reason", "curriculum_key", "DIFFICULTIES"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,24 @@ class CorpusConfig:
     scrub_keep: frozenset[str] = frozenset()
     """PII kinds the scrub leaves in place (``--scrub-keep``); secrets never."""
     split: SplitConfig = field(default_factory=SplitConfig)
+    difficulty: str = "all"
+    """``easy``, ``medium``, ``hard``: keep only the rows of tasks of that label; ``all``."""
+    curriculum: bool = False
+    """Order every table easy to hard (:func:`curriculum_key`) instead of input order."""
+
+
+DIFFICULTIES = ("all", *LABELS)
+
+
+def curriculum_key(row: dict[str, Any], known: Mapping[str, TaskDifficulty]) -> tuple[Any, ...]:
+    """Easy to hard: the label, then within it the measured solve rate (highest first)
+    before the proxy points (fewest first); rows of no known task last."""
+    d = known.get(row.get("task_id") or "")
+    if d is None:
+        return (len(LABELS), 1, 0.0, 0, "", row.get("trajectory_id") or row.get("pair_id"))
+    rate = d.solve_rate
+    return (LABELS.index(d.label), rate is None, -(rate or 0.0), d.proxy_points, d.instance_id,
+            row.get("trajectory_id") or row.get("pair_id"))
 
 
 @dataclass(slots=True)
@@ -158,8 +178,10 @@ class _Run:
     """State of one assemble call: counters, drops, dedup indexes, guards."""
 
     def __init__(self, cfg: CorpusConfig, goldens: Mapping[str, Golden],
-                 index: NearDupIndex | None) -> None:
+                 index: NearDupIndex | None,
+                 difficulty: Mapping[str, TaskDifficulty] | None = None) -> None:
         self.cfg = cfg
+        self.difficulty = difficulty or {}
         self.tables = CorpusTables()
         self.guards = {k: GoldenGuard.of(g) for k, g in goldens.items()}
         self.filters = FilterChain.from_ops(cfg.filters) if cfg.filters else FilterChain()
@@ -176,6 +198,16 @@ class _Run:
         self.tables.drops.append(Drop(stage=stage, reason=reason, item_id=item_id, detail=detail))
         return None
 
+    def label(self, task_id: str | None) -> str | None:
+        d = self.difficulty.get(task_id or "")
+        return d.label if d is not None else None
+
+    def other_label(self, task_id: str | None) -> str | None:
+        """The drop detail when ``--difficulty`` leaves this task's rows out, else None."""
+        if self.cfg.difficulty == "all" or self.label(task_id) == self.cfg.difficulty:
+            return None
+        return f"task label {self.label(task_id) or 'unknown'}"
+
     def leak(self, task_id: str | None, messages: list[dict[str, Any]]) -> str | None:
         guard = self.guards.get(task_id or "")
         if guard is None:
@@ -184,6 +216,8 @@ class _Run:
         return f"{len(found)} golden-only piece(s) in the prompt" if found else None
 
     def sft(self, traj: Trajectory, task: Task | None) -> dict[str, Any] | None:
+        if detail := self.other_label(traj.task_id):
+            return self.drop("corpus.sft", traj.trajectory_id, "difficulty", detail)
         reason = admit(traj, self.cfg.include_ungraded)
         if reason is None and _foreign_tool(traj.messages):
             reason = "non_algebra_tool"
@@ -192,6 +226,7 @@ class _Run:
         clean = traj.model_copy(update={"messages": _scrubbed(
             traj.messages, self.tables.scrubbed, self.cfg.scrub_keep)})
         row = sft_row(clean, task, tools=self.tools, reasoning=self.cfg.reasoning)
+        row["difficulty"] = self.label(traj.task_id) or row["difficulty"]
         row["messages"], reason = shape_sft(row["messages"])
         if reason:
             return self.drop("corpus.sft", traj.trajectory_id, reason)
@@ -207,6 +242,8 @@ class _Run:
         return row
 
     def dpo(self, pair: PreferencePair, task: Task | None) -> dict[str, Any] | None:
+        if detail := self.other_label(pair.task_id):
+            return self.drop("corpus.dpo", pair.pair_id, "difficulty", detail)
         if pair.metadata.get("chosen_flags"):  # a hack is never the side to learn from
             return self.drop("corpus.dpo", pair.pair_id, "chosen_flagged")
         if _foreign_tool(pair.prompt + pair.chosen + pair.rejected):
@@ -215,6 +252,7 @@ class _Run:
         clean = pair.model_copy(update={side: _scrubbed(getattr(pair, side), counts, keep)
                                         for side in ("prompt", "chosen", "rejected")})
         row = dpo_row(clean, task, tools=self.tools, reasoning=self.cfg.reasoning)
+        row["difficulty"] = self.label(pair.task_id) or row["difficulty"]
         if reason := shape_pair(row):
             return self.drop("corpus.dpo", pair.pair_id, reason)
         if detail := self.leak(pair.task_id, row["prompt"]):
@@ -273,16 +311,22 @@ def assemble(
     config: CorpusConfig | None = None,
     dedup_index: NearDupIndex | None = None,
     allow_empty: bool = False,
+    difficulty: Mapping[str, TaskDifficulty] | None = None,
 ) -> CorpusTables:
     """Build the corpus rows. ``goldens`` arms the golden guard; ``dedup_index`` (from
     ``NearDupIndex.load(store, run_id)``) makes dedup cross-run — save it after writing.
+    ``difficulty`` (``load_difficulty``) labels the rows and serves ``config.difficulty``
+    and ``config.curriculum``.
 
     Raises :class:`CorpusError` when nothing is left: an empty dataset is never a success.
     ``allow_empty`` returns the empty tables instead (their counts say why), for a caller
     that records the counts before it fails.
     """
     tasks = tasks or {}
-    run = _Run(config or CorpusConfig(), goldens or {}, dedup_index)
+    run = _Run(config or CorpusConfig(), goldens or {}, dedup_index, difficulty)
+    if run.cfg.difficulty not in DIFFICULTIES:
+        raise CorpusError(f"unknown difficulty {run.cfg.difficulty!r}: choose one of "
+                          f"{', '.join(DIFFICULTIES)}")
     sft: list[dict[str, Any]] = []
     dpo: list[dict[str, Any]] = []
     for traj in trajectories:
@@ -300,5 +344,9 @@ def assemble(
     if not sft and not dpo and not allow_empty:
         raise CorpusError(empty_reason(run.tables))
     _split_rows(run, sft, dpo, tasks)
+    if run.cfg.curriculum:
+        t = run.tables
+        for rows in (t.sft, t.sft_holdout, t.dpo, t.dpo_holdout):
+            rows.sort(key=lambda r: curriculum_key(r, run.difficulty))
     run.tables.counts["corpus.scrub"] = Counter(run.tables.scrubbed)
     return run.tables

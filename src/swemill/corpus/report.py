@@ -9,7 +9,9 @@ each, and the likely cause and fix when one reason took over half of the candida
 every counted loss of every stage (``dropped_*``, ``skipped_*``, ingest's quarantined lines and
 files and ``dropped.*``). A replay run gets its own section (pairs per preference source,
 divergence rate, teacher cost against the ingested sessions' cost), and three example rows (a
-task, an SFT row, a DPO row; long text cut) show what the data looks like.
+task, an SFT row, a DPO row; long text cut) show what the data looks like. The difficulty
+table counts each strategy's tasks per label (``swemill.validate.difficulty``: solve rate
+where rollouts measured it, else proxies) and how many of them rollouts measured.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from swemill.corpus.stage import load_corpus_tables, optional_records, read_traj
 from swemill.corpus.svg import bar_chart, histogram_bins
 from swemill.store import Store
 from swemill.store.layout import report_key
+from swemill.validate.difficulty import LABELS, TaskDifficulty, load_difficulty
 from swemill.validate.drops import CANDIDATES_STAGE, DropSummary, summarize
 
 __all__ = ["ReportData", "report_data", "render_report", "write_report"]
@@ -49,6 +52,9 @@ class ReportData:
     """``task`` / ``sft`` / ``dpo`` -> a short rendering of one row."""
     candidates: DropSummary | None = None
     """Why the tasks stage's candidates were dropped (None: no ``candidates/`` table)."""
+    difficulty: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Strategy -> ``{"easy": n, "medium": m, "hard": k, "measured": j}`` (tasks; measured:
+    labelled by their rollouts' solve rate, the rest by proxies)."""
 
 
 _LOSS_PREFIXES = ("dropped_", "dropped.", "skipped_", "quarantined")
@@ -130,9 +136,14 @@ def _replay(manifest: RunManifest, tables: CorpusTables | None,
 
 def report_data(manifest: RunManifest, tables: CorpusTables | None = None, *,
                 tasks: Iterable[Task] = (), trajectories: Iterable[Trajectory] = (),
-                candidates: Iterable[CandidateRecord] = ()) -> ReportData:
+                candidates: Iterable[CandidateRecord] = (),
+                difficulty: Iterable[TaskDifficulty] = ()) -> ReportData:
     """Gather what the report shows from the run's records."""
     data = ReportData(manifest)
+    for d in sorted(difficulty, key=lambda d: d.instance_id):
+        per = data.difficulty.setdefault(d.strategy, dict.fromkeys((*LABELS, "measured"), 0))
+        per[d.label] += 1
+        per["measured"] += d.label_source == "rollouts"
     tasks, trajectories, candidates = list(tasks), list(trajectories), list(candidates)
     yields: dict[str, Counter[str]] = {}
     for t in tasks:
@@ -204,6 +215,20 @@ def _yield_table(yields: Mapping[str, Mapping[str, int]]) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
+def _difficulty_section(per: Mapping[str, Mapping[str, int]]) -> list[str]:
+    if not per:
+        return []
+    cols = (*LABELS, "measured")
+    head = "".join(f"<th>{c}</th>" for c in ("strategy", *cols))
+    body = "".join(f"<tr><th>{escape(name)}</th>"
+                   + "".join(f"<td class='n'>{c.get(k, 0)}</td>" for k in cols) + "</tr>"
+                   for name, c in sorted(per.items()))
+    return ["<h2>Difficulty per strategy</h2>",
+            "<p class='muted'>tasks per label: the rollouts' solve rate where they ran "
+            "(measured), else proxies (lines changed, failing tests, what the failures say, "
+            "strategy)</p>", f"<table><tr>{head}</tr>{body}</table>"]
+
+
 def _charts(d: ReportData) -> list[str]:
     m = d.manifest
     return [
@@ -271,6 +296,7 @@ def render_report(d: ReportData) -> str:
         "<h2>Drops (every stage)</h2>", _kv_table(d.drops.most_common())
         if d.drops else "<p class='muted'>nothing dropped</p>", "</div></div>",
         *_candidates_section(d.candidates),
+        *_difficulty_section(d.difficulty),
         *_replay_section(d.replay),
         "<h2>Charts</h2>", f"<div class='charts'>{charts}</div>",
         "<h2>Example rows</h2>", examples or "<p class='muted'>no rows yet</p>",
@@ -287,8 +313,9 @@ def write_report(store: Store, run_id: str) -> str:
     trajs = read_trajectories(store, run_id)
     cands = optional_records(store, CANDIDATES_STAGE, run_id, CandidateRecord)
     tables = load_corpus_tables(store, run_id)
+    labels = load_difficulty(store, run_id, tasks).values()
     html = render_report(report_data(manifest, tables, tasks=tasks, trajectories=trajs,
-                                      candidates=cands))
+                                      candidates=cands, difficulty=labels))
     key = report_key(run_id, "index.html")
     store.write_text(key, html)
     return key

@@ -73,6 +73,7 @@ _CONV = pa.list_(MESSAGE_TYPE)
 _PROVENANCE = [
     ("task_id", _S), ("repo", _S), ("strategy", _S), ("source", _S), ("policy", _S),
     ("license_tier", _S), ("synthetic", pa.bool_()), ("solve_rate", pa.float64()),
+    ("difficulty", _S),
 ]
 SFT_SCHEMA = pa.schema([
     ("trajectory_id", _S), *_PROVENANCE, ("grade", pa.float64()), ("resolved", pa.bool_()),
@@ -167,6 +168,9 @@ def _provenance(task_id: str | None, task: Task | None, meta: dict[str, Any]) ->
         "strategy": task.strategy if task else (meta.get("strategy") or None),
         # the fraction of the task's rollouts that solved it (curriculum selection), when known
         "solve_rate": _rate(meta.get("solve_rate", task.solve_rate if task else None)),
+        # easy / medium / hard: the task's proxy label here; the corpus stage puts the
+        # label of the run's difficulty table (solve rate first) in its place
+        "difficulty": (task.metadata.get("difficulty") or {}).get("label") if task else None,
     }
 
 

@@ -3,8 +3,10 @@
 Reads ``trajectories/`` (Trajectory, imported sessions included; ``traces/`` holds per-turn
 states, not trajectories), ``pairs/`` (PreferencePair), ``tasks/`` and ``golden/`` (the
 guard needs the golden patches; nothing golden is written back) of one run; writes
-``corpus/*``, the run's near-dup signatures under ``index/dedup/``, the corpus counts into
-the run manifest and the dataset card as ``reports/run_id=<id>/README.md``.
+``corpus/*`` (each row labelled easy / medium / hard from ``difficulty/``, else the task's
+proxies; ``--difficulty`` and ``--curriculum`` select and order by it), the run's near-dup
+signatures under ``index/dedup/``, the corpus counts into the run manifest and the dataset
+card as ``reports/run_id=<id>/README.md``.
 
 Rerunning is safe: the rows are a pure function of the inputs and of the *other* runs'
 dedup signatures, every write replaces its object atomically, and the card is written last,
@@ -29,6 +31,7 @@ from swemill.corpus.dedup import NearDupIndex
 from swemill.corpus.write import HOLDOUT_DPO_PREFIX, HOLDOUT_SFT_PREFIX, write_corpus
 from swemill.store import Store
 from swemill.store.layout import gate_verdicts_key, manifest_key, report_key, run_prefix
+from swemill.validate.difficulty import load_difficulty
 
 __all__ = ["CorpusSummary", "run_corpus", "read_inputs", "read_trajectories", "load_corpus_tables",
            "PAIRS_STAGE"]
@@ -96,12 +99,16 @@ def run_corpus(store: Store, run_id: str, config: CorpusConfig | None = None, *,
     index = NearDupIndex.load(store, run_id)
     tables = assemble(inputs["trajectories"], inputs["pairs"], tasks=inputs["tasks"],
                       goldens=inputs["goldens"], config=config, dedup_index=index,
-                      allow_empty=True)
+                      allow_empty=True,
+                      difficulty=load_difficulty(store, run_id, inputs["tasks"].values()))
     rows = write_corpus(store, run_id, tables)
     index.save(store)
     manifest.counts.update(tables.manifest_counts())
     if config is not None and config.scrub_keep:
         manifest.metadata["scrub_keep"] = sorted(config.scrub_keep)
+    if config is not None and (config.difficulty != "all" or config.curriculum):
+        manifest.metadata["corpus_selection"] = {"difficulty": config.difficulty,
+                                                 "curriculum": config.curriculum}
     store.write_manifest(manifest)
     if not any(rows[k] for k in ("sft", "sft_holdout", "dpo", "dpo_holdout")):
         if not allow_empty:

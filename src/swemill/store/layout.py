@@ -41,6 +41,7 @@ STAGES = (
     "golden/feed",
     "candidates",
     "trajectories",
+    "difficulty",
     "traces",
     "corpus/sft",
     "corpus/dpo",

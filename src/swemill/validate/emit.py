@@ -27,6 +27,7 @@ from swemill.synth.leaks import LeakCheck, unchanged_text
 from swemill.synth.patches import parse_patch, reverse_patch
 from swemill.synth.problem import FailingTest, write_problem_statement
 from swemill.validate.check import Checked
+from swemill.validate.difficulty import proxies_of
 from swemill.validate.guard import GoldenGuard
 from swemill.validate.scrub import scrub_tree
 from swemill.validate.snapshot import digest, pack_tree
@@ -108,13 +109,16 @@ def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec
                          [kept, *(f"{f.nodeid}\n{f.message}" for f in failures)])
     statement, how = statement_for(failures, cand.repo or repo, where, writer, check,
                                    GoldenGuard.of(golden), cand.problem_statement)
+    proxies = proxies_of(cand.bug_patch, cand.strategy, verdict.fail_to_pass, checked.messages,
+                         LeakCheck.of(golden.bug_patch, golden.golden_patch,
+                                      [kept, *verdict.fail_to_pass]))
     task = Task(
         instance_id=iid, repo=cand.repo or repo, base_commit=checked.base_commit,
         problem_statement=statement, FAIL_TO_PASS=verdict.fail_to_pass,
         PASS_TO_PASS=verdict.pass_to_pass, test_cmd=test_cmd, strategy=cand.strategy,
         license_tier=license_tier, env_recipe=env_recipe, snapshot=key,
         metadata={"source": spec, "snapshot_sha256": digest(data), "scope": cand.scope,
-                  "statement": how,
+                  "statement": how, "difficulty": proxies,
                   **({"env_key": checked.env_key} if checked.env_key else {}),
                   "selected_tests": checked.selected, "parents": list(cand.parents)},
         flake_rate=verdict.flake_rate, n_fail_to_pass=len(verdict.fail_to_pass),
