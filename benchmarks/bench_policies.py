@@ -22,11 +22,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from swemill.agent.budget import Budget, call_with_budget
 from swemill.core.errors import BudgetExceeded
 from swemill.core.records import Message, TextBlock
 from swemill.core.tools import tool_schemas
 from swemill.policies import Price, policy_from_spec
+from swemill.policies.budget import Budget, call_with_budget
 from swemill.policies.scripted import OraclePolicy
 from swemill_testkit.fake_server import FakeOpenAIServer, FakeReply, FakeToolCall
 

@@ -17,9 +17,9 @@ import statistics
 import time
 from contextlib import ExitStack
 
-from swemill.agent.budget import Budget
 from swemill.core.records import Message, TextBlock
 from swemill.core.tools import ToolCall, tool_schemas
+from swemill.policies.budget import Budget
 from swemill.replay.batch_plan import BatchQuotas, plan_shards
 from swemill.replay.realtime import replay_realtime
 from swemill.replay.teachers import make_policy, parse_teacher

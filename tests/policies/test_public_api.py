@@ -18,7 +18,7 @@ def test_all_is_pinned() -> None:
 
 
 def test_importing_policies_loads_no_provider_sdk() -> None:
-    code = ("import sys, swemill.policies, swemill.agent.budget; "
+    code = ("import sys, swemill.policies, swemill.policies.budget; "
             "print(sorted(m for m in ('openai', 'anthropic', 'boto3') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from swemill.agent.budget import Budget
 from swemill.core.errors import ConfigError
 from swemill.core.tools import tool_schemas
+from swemill.policies.budget import Budget
 from swemill.replay.batch_plan import BatchQuotas
 from swemill.replay.bedrock_batch import BatchConfig, job_name, run_batch
 from swemill.replay.teachers import parse_teacher

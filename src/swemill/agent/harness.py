@@ -1,6 +1,6 @@
 """The agent loop: a policy acts in a :class:`TaskEnv` until it submits or a limit stops it.
 
-Every model call goes through :func:`~swemill.agent.budget.call_with_budget`: the worst case is
+Every model call goes through :func:`~swemill.policies.budget.call_with_budget`: the worst case is
 reserved in the task's budget and the run's before the call, the real cost settled after, so
 no number of concurrent workers can pass the run's dollar limit. Transient provider errors are
 retried inside the policy (:mod:`swemill.policies.retry`); what still fails ends this one
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from swemill.agent.admission import admit
-from swemill.agent.budget import Budget, call_with_budget
 from swemill.agent.env import TaskEnv
 from swemill.agent.monitor import HackMonitor
 from swemill.core.errors import BudgetExceeded, PolicyError, SwemillError
@@ -31,6 +30,7 @@ from swemill.core.records import (
     Usage,
 )
 from swemill.core.tools import tool_schemas, validate_call
+from swemill.policies.budget import Budget, call_with_budget
 from swemill.policies.policy import Policy
 
 __all__ = ["Limits", "StopReason", "collect_trajectory", "failed_trajectory", "task_messages",

@@ -14,7 +14,7 @@ process), runs :func:`~swemill.agent.sampling.sample_task` per task on a pool of
   every step and deleted once its shard is written (what a crash leaves behind),
 - ``rollouts/run_id=<id>/config.json`` and the counts, cost and policy in the run's manifest.
 
-One :class:`~swemill.agent.budget.Budget` is shared by all workers; once it refuses a call, no
+One :class:`~swemill.policies.budget.Budget` is shared by all workers; once it refuses a call, no
 new task starts, the shards it interrupted are left unwritten (a resume with more money redoes
 them) and the run ends cleanly with ``stopped=True``.
 """
@@ -28,7 +28,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from swemill.agent.budget import Budget
 from swemill.agent.env import EnvConfig, EnvResolver, TaskEnv
 from swemill.agent.harness import failed_trajectory
 from swemill.agent.rollout_config import RolloutConfig
@@ -38,6 +37,7 @@ from swemill.core.errors import ConfigError, StoreError, SwemillError
 from swemill.core.progress import Progress, no_progress
 from swemill.core.records import Golden, PreferencePair, RunManifest, Task, Trajectory, utcnow
 from swemill.executors import Executor
+from swemill.policies.budget import Budget
 from swemill.policies.policy import Policy, policy_from_spec, split_spec
 from swemill.store import Store
 from swemill.store.layout import check_run_id, manifest_key, run_prefix, shard_name

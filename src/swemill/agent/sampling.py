@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from swemill.agent.budget import Budget
 from swemill.agent.env import TaskEnv
 from swemill.agent.harness import Limits, collect_trajectory, failed_trajectory, task_messages
 from swemill.core.errors import SwemillError
 from swemill.core.records import Message, PreferencePair, Task, Trajectory
+from swemill.policies.budget import Budget
 from swemill.policies.policy import Policy
 
 __all__ = ["DecisionPoint", "SampleResult", "sample_task", "pairs_at", "first_action_key"]

@@ -7,7 +7,7 @@ An item is a pydantic model, so it also travels as JSON to an AWS Batch child; t
 environment resolver builds each task's environment from its source spec in the worker's
 own cache, so on ``aws-batch`` every task must come from a source the worker can fetch.
 
-One thing cannot travel: the run's shared :class:`~swemill.agent.budget.Budget`. With
+One thing cannot travel: the run's shared :class:`~swemill.policies.budget.Budget`. With
 ``max_usd`` set, every shard gets an equal share of it, so the run's total is still never
 exceeded (a shard that runs out is left unwritten and counts as stopped, as locally); with
 no ceiling nothing changes.

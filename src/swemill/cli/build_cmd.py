@@ -39,8 +39,8 @@ def register(app: typer.Typer) -> None:
         max_tasks: Annotated[int | None, typer.Option(
             "--max-tasks", min=1, help="Validated tasks to keep (default 4).")] = None,
         strategies: Annotated[str | None, typer.Option(
-            "--strategies", help="Comma-separated: procedural, pr-mirror, combine "
-                                 "(default: all three).")] = None,
+            "--strategies", help="Comma-separated: procedural, pr-mirror, combine, lm-modify, "
+                                 "lm-rewrite (default: the first three).")] = None,
         workers: Annotated[int | None, typer.Option(
             "--workers", min=1,
             help="Parallel workers for validation and rollouts (default 2).")] = None,
@@ -54,6 +54,9 @@ def register(app: typer.Typer) -> None:
         issue_writer: Annotated[str | None, typer.Option(
             "--issue-writer", help="Policy spec that writes the tasks' statements from the "
                                    "failing tests' evidence (default: the template).")] = None,
+        bug_writer: Annotated[str | None, typer.Option(
+            "--bug-writer", help="Policy spec of the model that writes the lm-modify / "
+                                 "lm-rewrite bugs (spends from --max-usd).")] = None,
         allow_contaminated: AllowContaminated = False,
         emit: Annotated[list[str] | None, typer.Option(
             "--emit", help="Extra tables: 'wm' for world-model tuples.")] = None,
@@ -87,7 +90,7 @@ def register(app: typer.Typer) -> None:
             "emit_wm": True if extra else None,
             "allow_contaminated": True if allow_contaminated else None,
             "suite_timeout_s": suite_timeout, "repeat": repeat, "audit": audit,
-            "issue_writer": issue_writer}
+            "issue_writer": issue_writer, "bug_writer": bug_writer}
         given = {k: v for k, v in flags.items() if v is not None}
         if resume and (fixed := sorted(set(given) - RUNTIME_SETTINGS)):
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)

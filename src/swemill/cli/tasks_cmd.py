@@ -20,6 +20,7 @@ from swemill.cli.options import (
     Audit,
     Executor,
     JsonOut,
+    MaxUsd,
     Out,
     Recipe,
     Repeat,
@@ -64,7 +65,8 @@ def generate(
         help="A directory, git URL, pypi:NAME==VER or sample.")],
     out: Out,
     strategies: Annotated[str, typer.Option(
-        "--strategies", help="Comma-separated: procedural, pr-mirror, combine, rows.")]
+        "--strategies", help="Comma-separated: procedural, pr-mirror, combine, rows, "
+                             "lm-modify, lm-rewrite (these two need --bug-writer).")]
     = "procedural,pr-mirror,combine",
     rows: Annotated[Path | None, typer.Option(
         "--rows", help="SWE-bench / SWE-smith rows (JSON, JSONL or Parquet) for 'rows'.")]
@@ -88,6 +90,13 @@ def generate(
         "--issue-writer", help="Policy spec (e.g. openai:MODEL@URL) that writes each "
         "statement from the failing tests' evidence; leak-checked, the template if it "
         "leaks (default: the template).")] = None,
+    bug_writer: Annotated[str | None, typer.Option(
+        "--bug-writer", help="Policy spec (e.g. openai:MODEL@URL) of the model that writes "
+        "the lm-modify / lm-rewrite bugs.")] = None,
+    max_usd: MaxUsd = None,
+    price: Annotated[str | None, typer.Option(
+        "--price", help="IN,OUT dollars per million tokens of the bug writer's model, where "
+        "the price table does not know it ('0,0' for a free local server).")] = None,
     run_id: Annotated[str | None, typer.Option(
         "--run-id", help="Run id (default: a new time-sorted id).")] = None,
     resume: Annotated[bool, typer.Option(
@@ -110,7 +119,8 @@ def generate(
     summary = _run(source, Store.open(out), _config(
         strategies, rows, max_tasks, workers, seed, audit, allow_contaminated, backend,
         executor or "local", suite_timeout, recipe, repeat or 3, near_misses,
-        issue_writer, commit_envs=commit_envs),
+        issue_writer, commit_envs=commit_envs,
+        model={"bug_writer": bug_writer, "max_usd": max_usd, "price": price}),
         run_id, resume, quiet=json_out)
     if json_out:
         emit_json(summary)
@@ -148,7 +158,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
             audit: int | None, allow_contaminated: bool, backend: str, executor: str = "local",
             suite_timeout: float | None = None, recipe: Path | None = None,
             repeat: int = 3, near_misses: int = 2, issue_writer: str | None = None, *,
-            commit_envs: int = 3) -> Any:
+            commit_envs: int = 3, model: dict[str, Any] | None = None) -> Any:
     from pydantic import ValidationError as PydanticError
 
     from swemill.validate.tasks_config import TasksConfig
@@ -160,6 +170,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
         "suite_timeout_s": suite_timeout, "recipe": recipe, "repeat": repeat,
         "near_misses": near_misses, "problem_writer": issue_writer,
         "commit_envs": commit_envs,
+        **{k: v for k, v in (model or {}).items() if v is not None},
     }
     if workers is not None:
         opts["workers"] = workers
@@ -200,6 +211,10 @@ def _print(s: dict[str, Any]) -> None:
                   markup=False)
     for key, what in s.get("commit_envs", {}).items():
         out.print(f"older commits' environment {key}: {what}", highlight=False, markup=False)
+    for name, y in s["yields"].items():
+        if y.get("calls"):
+            out.print(f"{name}: {y['calls']} model call(s), ${y['cost_usd']:.4f}",
+                      highlight=False)
     t = s["timings_s"]
     out.print(f"setup {t.get('setup', 0):.1f} s, validation {t.get('validate', 0):.1f} s "
               f"({s['cpu_s']:.1f} CPU s), audited {s['audited']}"

@@ -45,7 +45,7 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 LicenseTier = Literal["redistributable", "trainable-only", "unknown"]
-Strategy = Literal["procedural", "pr-mirror", "combine", "rows"]
+Strategy = Literal["procedural", "pr-mirror", "combine", "rows", "lm-modify", "lm-rewrite"]
 PreferenceSource = Literal["execution", "error_signal", "consensus", "judge"]
 
 

@@ -60,12 +60,15 @@ class BuildConfig(BaseModel):
     issue_writer: str | None = None
     """Policy spec that writes the statements (``TasksConfig.problem_writer``); None: the
     template."""
+    bug_writer: str | None = None
+    """Policy spec that writes the ``lm-modify`` / ``lm-rewrite`` bugs
+    (``TasksConfig.bug_writer``); its calls spend from ``max_usd`` before the rollouts do."""
     emit_wm: bool = False
     """Also write world-model tuples to ``corpus/wm/``."""
     allow_contaminated: bool = False
     """Let a benchmark's repository through the gate (the verdict still says it is one)."""
 
-    @field_validator("issue_writer")
+    @field_validator("issue_writer", "bug_writer")
     @classmethod
     def _known_writer(cls, value: str | None) -> str | None:
         if value is not None and split_spec(value)[0] not in REGISTRY:

@@ -102,7 +102,8 @@ def tasks(ctx: StageContext) -> dict[str, int]:
                      backend=c.backend, allow_contaminated=c.allow_contaminated,
                      strategies=list(c.strategies) if c.strategies else None,
                      executor=c.executor, suite_timeout_s=c.suite_timeout_s,
-                     repeat=c.repeat, audit=c.audit, problem_writer=c.issue_writer)
+                     repeat=c.repeat, audit=c.audit, problem_writer=c.issue_writer,
+                     bug_writer=c.bug_writer, max_usd=c.max_usd)
     result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, resume=ctx.resume,
                        progress=_progress(ctx))
     if result.audit_rejected:
@@ -124,8 +125,12 @@ def tasks(ctx: StageContext) -> dict[str, int]:
 
 def rollouts(ctx: StageContext) -> dict[str, int]:
     c = ctx.config
+    max_usd = c.max_usd
+    if max_usd is not None and c.bug_writer:  # the bug writer spent from the same ceiling
+        written = ctx.store.read_manifest(ctx.run_id).metadata.get("bug_writer") or {}
+        max_usd = max(0.0, max_usd - float(written.get("cost_usd", 0.0)))
     config = _config(RolloutConfig, policy=",".join(c.policies), samples=c.samples,
-                     workers=c.workers, seed=c.seed, max_usd=c.max_usd, backend=c.backend,
+                     workers=c.workers, seed=c.seed, max_usd=max_usd, backend=c.backend,
                      executor=c.executor)
     result = run_rollouts(ctx.store, ctx.run_id, config, run_id=ctx.run_id, resume=ctx.resume,
                           progress=_progress(ctx))

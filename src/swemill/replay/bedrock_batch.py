@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from swemill.agent.budget import Budget, Reservation
 from swemill.core.errors import BudgetExceeded, ConfigError
 from swemill.core.records import Usage
+from swemill.policies.budget import Budget, Reservation
 from swemill.policies.policy import BYTES_PER_TOKEN, one_line
 from swemill.policies.prices import require_price
 from swemill.replay import batch_format as bf

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from swemill.agent.budget import call_with_budget
 from swemill.core.errors import SwemillError
 from swemill.core.records import Message, PreferencePair, PreferenceSource, TextBlock
+from swemill.policies.budget import call_with_budget
 from swemill.policies.policy import family_of
 from swemill.policies.textproto import render_call
 from swemill.replay.replies import TeacherReply
@@ -237,7 +237,7 @@ class PolicyJudge:
     def __init__(self, policy: Any, *, name: str | None = None, budget: Any = None) -> None:
         self.policy = policy
         self.budget = budget
-        """A :class:`swemill.agent.budget.Budget`: judge calls spend from the run's budget."""
+        """A :class:`swemill.policies.budget.Budget`: judge calls spend from the run's budget."""
         self.name: str = str(name or getattr(policy, "name", "judge"))
 
     def prefer(self, state: TraceState, first: Message, second: Message) -> int | None:

@@ -1,7 +1,7 @@
 """Realtime replay: every (state, teacher) pair is one API call, run concurrently.
 
 ``concurrency`` workers take the calls in order, so at most that many are in flight. Each
-call goes through :func:`swemill.agent.budget.acall_with_budget`: its worst case is reserved
+call goes through :func:`swemill.policies.budget.acall_with_budget`: its worst case is reserved
 before it is sent and the real cost settled after, so ``--max-usd`` holds however many
 calls overlap. A call the budget refuses while other calls hold reservations waits for them
 to settle and tries again; one refused with nothing in flight is not sent and is recorded as
@@ -18,11 +18,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from swemill.agent.budget import Budget, acall_with_budget
 from swemill.core.errors import BudgetExceeded, SwemillError
 from swemill.core.progress import Progress
 from swemill.core.records import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from swemill.core.tools import OTHER_PREFIX
+from swemill.policies.budget import Budget, acall_with_budget
 from swemill.policies.policy import Policy, one_line
 from swemill.replay.replies import TeacherReply, reply_from_message
 from swemill.replay.teachers import TeacherSpec

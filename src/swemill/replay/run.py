@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from swemill.agent.budget import Budget
 from swemill.core.errors import ConfigError, StoreError
 from swemill.core.progress import Progress
 from swemill.core.records import PreferencePair
 from swemill.core.tools import tool_schemas
+from swemill.policies.budget import Budget
 from swemill.policies.policy import estimate_tokens
 from swemill.policies.retry import RetryPolicy
 from swemill.replay.batch_plan import (

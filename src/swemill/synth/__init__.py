@@ -34,6 +34,8 @@ STRATEGIES: dict[str, str] = {
     "pr-mirror": "swemill.synth.pr_mirror:PrMirrorStrategy",
     "combine": "swemill.synth.combine:CombineStrategy",
     "rows": "swemill.synth.dataset_rows:RowsStrategy",
+    "lm-modify": "swemill.synth.lm_bugs:LmModifyStrategy",
+    "lm-rewrite": "swemill.synth.lm_bugs:LmRewriteStrategy",
 }
 
 _LAZY = {
@@ -60,7 +62,8 @@ def __getattr__(name: str) -> Any:
 
 
 def make_strategy(name: str, **options: Any) -> Any:
-    """Build the strategy called ``name`` (``combine`` needs ``bugs=``, ``rows`` ``source=``)."""
+    """Build the strategy called ``name`` (``combine`` needs ``bugs=``, ``rows`` ``source=``,
+    ``lm-modify`` and ``lm-rewrite`` a ``writer=``, a :class:`~swemill.synth.lm_bugs.BugWriter`)."""
     target = STRATEGIES.get(name)
     if target is None:
         raise ConfigError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")

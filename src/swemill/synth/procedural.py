@@ -25,7 +25,13 @@ from swemill.synth.mutators import MUTATORS, mutator
 from swemill.synth.mutators.classes import RemoveMethod
 from swemill.synth.patches import file_diff
 from swemill.synth.sourcefile import SourceFile
-from swemill.synth.strategy import RepoView, SynthReport, candidate_id, python_sources
+from swemill.synth.strategy import (
+    RepoView,
+    SynthReport,
+    candidate_id,
+    python_sources,
+    tests_by_symbol,
+)
 
 __all__ = ["ProceduralStrategy", "Target", "find_targets"]
 
@@ -87,23 +93,6 @@ def find_targets(file: str, module: cst.Module) -> list[Target]:
     return finder.found
 
 
-def _tests_by_symbol(repo: RepoView) -> dict[str, dict[str, list[str]]] | None:
-    """``file -> qualname -> passing tests``; None when there is no coverage map to aim by."""
-    base = repo.baseline
-    if base is None or not base.coverage:
-        return None
-    passing = base.passing() if base.outcomes else None
-    out: dict[str, dict[str, list[str]]] = {}
-    for key, tests in base.coverage.items():
-        file, sep, qual = key.rpartition("::")
-        if not sep:
-            continue
-        keep = sorted(t for t in tests if passing is None or t in passing)
-        if keep:
-            out.setdefault(file, {})[qual] = keep
-    return out
-
-
 def _class_tests(qual: str, symbols: dict[str, list[str]]) -> list[str]:
     prefix = qual + "."
     tests = {t for q, ts in symbols.items() if q == qual or q.startswith(prefix) for t in ts}
@@ -146,7 +135,7 @@ class ProceduralStrategy:
             return None
 
     def _aim(self, repo: RepoView) -> tuple[dict[str, SourceFile], list[Target]]:
-        tested = _tests_by_symbol(repo)
+        tested = tests_by_symbol(repo)
         parsed: dict[str, SourceFile] = {}
         targets: list[Target] = []
         for rel in python_sources(repo.root):

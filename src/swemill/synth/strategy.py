@@ -28,6 +28,7 @@ __all__ = [
     "git",
     "is_test_path",
     "python_sources",
+    "tests_by_symbol",
 ]
 
 log = logging.getLogger("swemill.synth")
@@ -68,6 +69,12 @@ class SynthReport:
     """Why the strategy produced nothing (shallow clone, no tests, no history ...)."""
     skipped: Counter[str] = field(default_factory=Counter)
     drops: list[Drop] = field(default_factory=list)
+    refused: list[Drop] = field(default_factory=list)
+    """Candidates the strategy made and found unusable before validation (a model's invalid
+    answer): each is a dropped row of ``candidates/`` under its reason."""
+    cost_usd: float = 0.0
+    """Settled cost of the model calls this pass made (0 for strategies without a model)."""
+    calls: int = 0
 
     def skip(self, reason: str, item_id: str = "", detail: str = "", keep: bool = False) -> None:
         """Count one passed-over item; ``keep`` also records it as a :class:`Drop`."""
@@ -76,6 +83,11 @@ class SynthReport:
             self.drops.append(
                 Drop(stage=f"synth.{self.strategy}", reason=reason, item_id=item_id, detail=detail)
             )
+
+    def refuse(self, reason: str, item_id: str, detail: str = "") -> None:
+        """Count one made-but-unusable candidate (see ``refused``)."""
+        self.refused.append(Drop(stage=f"synth.{self.strategy}", reason=reason,
+                                 item_id=item_id, detail=detail))
 
     def nothing(self, reason: str) -> None:
         self.reason = reason
@@ -135,3 +147,20 @@ def python_sources(root: Path) -> list[str]:
         if (root / rel).is_file():
             keep.append(rel)
     return sorted(keep)
+
+
+def tests_by_symbol(repo: RepoView) -> dict[str, dict[str, list[str]]] | None:
+    """``file -> qualname -> passing tests``; None when there is no coverage map to aim by."""
+    base = repo.baseline
+    if base is None or not base.coverage:
+        return None
+    passing = base.passing() if base.outcomes else None
+    out: dict[str, dict[str, list[str]]] = {}
+    for key, tests in base.coverage.items():
+        file, sep, qual = key.rpartition("::")
+        if not sep:
+            continue
+        keep = sorted(t for t in tests if passing is None or t in passing)
+        if keep:
+            out.setdefault(file, {})[qual] = keep
+    return out

@@ -210,6 +210,8 @@ def check_candidate(ctx: CheckContext, worker: Worker, cand: Candidate) -> Check
     finally:
         worker.reset(worker.head)
     out.env_key = worker.env.key
+    if out.reason == "no_fail_to_pass" and cand.metadata.get("no_bug_reason"):
+        out.verdict.reason = str(cand.metadata["no_bug_reason"])  # e.g. a correct rewrite
     return out
 
 

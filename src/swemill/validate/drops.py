@@ -15,13 +15,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from swemill.core.records import CandidateRecord
+from swemill.core.records import CandidateRecord, Drop
 from swemill.store import Store
 from swemill.validate.check import Checked
 from swemill.validate.emit import instance_id_of
 from swemill.validate.explain import MISSING_MODULE, one_line
 
-__all__ = ["CANDIDATES_STAGE", "candidate_records", "DropSummary", "summarize", "run_summary"]
+__all__ = ["CANDIDATES_STAGE", "candidate_records", "refused_records", "DropSummary",
+           "summarize", "run_summary"]
 
 CANDIDATES_STAGE = "candidates"
 Verdict = Literal["written", "valid", "dropped"]
@@ -48,6 +49,23 @@ def candidate_records(checked: Sequence[Checked], written: Iterable[str], repo: 
             detail=one_line(v.detail), selected_tests=c.selected,
             fail_to_pass=len(v.fail_to_pass), pass_to_pass=len(v.pass_to_pass),
             wall_s=round(c.wall_s, 3), env_key=c.env_key))
+    return rows
+
+
+def refused_records(refused: Sequence[Drop], strategy: str, repo: str, commit: str,
+                    start: int) -> list[CandidateRecord]:
+    """Dropped rows for the candidates a strategy made and refused before validation (a
+    model's invalid answer, :attr:`SynthReport.refused`): ``item_id`` is ``file::symbol``,
+    the position follows the validated ones."""
+    rows = []
+    for i, d in enumerate(refused):
+        file, _, symbol = d.item_id.rpartition("::")
+        cid = f"{strategy}-refused-{start + i}"
+        rows.append(CandidateRecord(
+            candidate_id=cid, instance_id=instance_id_of(repo, cid), repo=repo,
+            strategy=strategy, position=start + i, file=file, symbol=symbol,  # type: ignore[arg-type]
+            targets=[d.item_id] if file else [], base_commit=commit, verdict="dropped",
+            reason=d.reason, detail=one_line(d.detail)))
     return rows
 
 
@@ -165,4 +183,15 @@ _FIXES = {
     "untrusted_log": "pytest's report and its exit code disagreed: a plugin or conftest "
                      "changes the exit status",
     "golden_failed": "the fixing patches did not apply to the broken trees",
+    "rewrite_passes_tests": "the model's rewrites behave like the originals as far as the "
+                            "tests see: they are correct, not bugs (lm-modify makes changes on "
+                            "purpose)",
+    "answer_bad_diff": "the bug writer's diffs do not match the function it was shown; a "
+                       "model that answers with whole functions does better",
+    "answer_outside_function": "the bug writer changes more than the one function (imports, "
+                               "helpers): a stronger model, or another prompt version",
+    "answer_no_op": "the bug writer answers with the function unchanged",
+    "answer_truncated": "the answers reach the token limit (TasksConfig.bug_writer_max_tokens)",
+    "call_failed": "the bug writer's endpoint refuses or fails the calls: check the spec, "
+                   "the key and the URL",
 }

@@ -120,7 +120,9 @@ def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec
         metadata={"source": spec, "snapshot_sha256": digest(data), "scope": cand.scope,
                   "statement": how, "difficulty": proxies,
                   **({"env_key": checked.env_key} if checked.env_key else {}),
-                  "selected_tests": checked.selected, "parents": list(cand.parents)},
+                  "selected_tests": checked.selected, "parents": list(cand.parents),
+                  **({"provenance": cand.metadata["provenance"]}
+                     if "provenance" in cand.metadata else {})},
         flake_rate=verdict.flake_rate, n_fail_to_pass=len(verdict.fail_to_pass),
         n_pass_to_pass=len(verdict.pass_to_pass),
         near_miss_tried=checked.near_miss[0] if checked.near_miss else 0,

@@ -15,10 +15,13 @@ from swemill.validate.inside.protocol import Flags, ProtocolError
 if TYPE_CHECKING:
     from swemill.validate.drops import DropSummary
 
-__all__ = ["TasksConfig", "TasksResult", "StrategyYield", "DEFAULT_STRATEGIES"]
+__all__ = ["TasksConfig", "TasksResult", "StrategyYield", "DEFAULT_STRATEGIES",
+           "MODEL_STRATEGIES"]
 
 DEFAULT_STRATEGIES = ("procedural", "pr-mirror", "combine")
-_KNOWN = ("procedural", "pr-mirror", "combine", "rows")
+_KNOWN = ("procedural", "pr-mirror", "combine", "rows", "lm-modify", "lm-rewrite")
+MODEL_STRATEGIES = ("lm-modify", "lm-rewrite")
+"""Strategies whose candidates a model writes (``bug_writer``)."""
 
 
 class TasksConfig(BaseModel):
@@ -64,6 +67,18 @@ class TasksConfig(BaseModel):
     """A policy spec (see ``policy_from_spec``; ``--issue-writer``) that writes problem
     statements from the failing tests' evidence; default: the template from the same. Either
     is leak-checked (:mod:`swemill.synth.leaks`)."""
+    bug_writer: str | None = None
+    """A policy spec (``--bug-writer``) that writes the ``lm-modify`` / ``lm-rewrite`` bugs."""
+    bug_writer_workers: int = Field(default=8, ge=1)
+    """Bug-writing calls in flight at once (ahead of validation)."""
+    bug_writer_max_tokens: int = Field(default=2048, ge=64)
+    """Output tokens one bug-writing answer may take (its worst case under ``max_usd``)."""
+    max_usd: float | None = Field(default=None, ge=0)
+    """Dollar ceiling of the run's bug-writing calls (reserve the worst case, settle the
+    real cost: never passed); None: no ceiling."""
+    price: str | None = None
+    """``IN,OUT`` dollars per million tokens of the bug writer's model (``--price``), for a
+    model the price table does not know; ``0,0`` for a free local server."""
     timeout_factor: float = Field(default=3.0, gt=0)
     """A run may take this many times its tests' baseline durations, plus start-up."""
     timeout_margin_s: float = Field(default=5.0, ge=0)
@@ -123,12 +138,21 @@ class TasksConfig(BaseModel):
                               "aws-batch")
         if self.backend not in ("auto", "bwrap", "local"):
             raise ConfigError(f"unknown sandbox backend {self.backend!r}: auto, bwrap or local")
-        if self.problem_writer is not None:
-            from swemill.policies.policy import REGISTRY, split_spec
+        from swemill.policies.policy import REGISTRY, split_spec
 
-            if split_spec(self.problem_writer)[0] not in REGISTRY:
-                raise ConfigError(f"unknown issue writer {self.problem_writer!r}: a policy "
-                                  f"spec, one of {', '.join(sorted(REGISTRY))}")
+        for what, spec in (("issue writer", self.problem_writer),
+                           ("bug writer", self.bug_writer)):
+            if spec is not None and split_spec(spec)[0] not in REGISTRY:
+                raise ConfigError(f"unknown {what} {spec!r}: a policy spec, one of "
+                                  f"{', '.join(sorted(REGISTRY))}")
+        lm = [s for s in self.strategies if s in MODEL_STRATEGIES]
+        if lm and self.bug_writer is None:
+            raise ConfigError(f"the {lm[0]} strategy needs a model: --bug-writer SPEC (e.g. "
+                              "openai:MODEL@URL)")
+        if self.price is not None:
+            from swemill.policies.prices import parse_price
+
+            parse_price(self.price)
         return self
 
 
@@ -146,6 +170,9 @@ class StrategyYield:
     applies, an unparseable file ...), per reason."""
     note: str | None = None
     """Why the strategy produced nothing, when it did not."""
+    cost_usd: float = 0.0
+    """What the strategy's model calls cost (``lm-modify``, ``lm-rewrite``)."""
+    calls: int = 0
     statement_fallbacks: int = 0
     """Tasks whose statement leaked the edit (:mod:`swemill.synth.leaks`) and was replaced
     by the template's (or by the failing test names alone)."""
@@ -200,7 +227,9 @@ class TasksResult:
             "yields": {k: {"candidates": v.candidates, "tasks": v.tasks, "valid": v.valid,
                            "yield": round(v.rate, 4), "drops": v.drops,
                            "skipped": v.skipped, "note": v.note,
-                           "statement_fallback": v.statement_fallbacks}
+                           "statement_fallback": v.statement_fallbacks,
+                           **({"calls": v.calls, "cost_usd": round(v.cost_usd, 9)}
+                              if v.calls else {})}
                        for k, v in self.yields.items()},
             "drops": self.drops, "timings_s": self.timings_s, "cpu_s": round(self.cpu_s, 3),
             "instance_ids": self.instance_ids, "audited": self.audited,

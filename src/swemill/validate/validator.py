@@ -38,7 +38,7 @@ from swemill.synth.strategy import RepoView
 from swemill.validate.audit import audit_size, run_audit
 from swemill.validate.check import CheckContext, Checked
 from swemill.validate.chunks import ExecutorPool, executor_for_tasks
-from swemill.validate.drops import CANDIDATES_STAGE, candidate_records, summarize
+from swemill.validate.drops import CANDIDATES_STAGE, candidate_records, refused_records, summarize
 from swemill.validate.emit import instance_id_of
 from swemill.validate.feed import FEED_STAGE, feed_digest, read_feed, write_feed
 from swemill.validate.inside.protocol import Flags
@@ -46,9 +46,14 @@ from swemill.validate.pool import WorkerPool
 from swemill.validate.resume import resumed as _resumed
 from swemill.validate.resume import shard_name as _shard
 from swemill.validate.resume import sources_of as _sources
-from swemill.validate.runstate import RunState, problem_writer
+from swemill.validate.runstate import RunState, bug_writer, charge, problem_writer
 from swemill.validate.shadow import ShadowStats
-from swemill.validate.tasks_config import StrategyYield, TasksConfig, TasksResult
+from swemill.validate.tasks_config import (
+    MODEL_STRATEGIES,
+    StrategyYield,
+    TasksConfig,
+    TasksResult,
+)
 
 __all__ = ["run_tasks", "TasksConfig", "TasksResult"]
 
@@ -63,7 +68,10 @@ def _quotas(total: int, names: list[str]) -> dict[str, int]:
     return {n: total // k + (1 if i < total % k else 0) for i, n in enumerate(names)}
 
 
-def _strategy(name: str, config: TasksConfig, bugs: list[ValidatedBug]):  # type: ignore[no-untyped-def]
+def _strategy(name: str, run: RunState, bugs: list[ValidatedBug]):  # type: ignore[no-untyped-def]
+    config = run.config
+    if name in MODEL_STRATEGIES:
+        return make_strategy(name, writer=run.bug_writer)
     if name == "combine":
         return make_strategy(name, bugs=bugs)
     if name == "rows":
@@ -91,6 +99,8 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     check_run_id(run_id)
     if executor is None and config.executor != "local":  # bad settings fail before any work
         executor = executor_for_tasks(config.executor, config.workers, store, source)
+    manifest = _manifest(store, run_id, source, config)
+    writer = bug_writer(config, manifest)
     say: Progress = progress or no_progress
     started = time.monotonic()
     say("resolving the source", 0, 0)
@@ -105,12 +115,11 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     baseline = run_baseline(env, backend=config.backend, suite_timeout=suite_timeout,
                             step=lambda msg: say(msg, 0, 0))
     setup_s = time.monotonic() - started
-    manifest = _manifest(store, run_id, source, config)
     store.write_jsonl(gate_verdicts_key(run_id), [verdict])
     envs = CommitEnvs(env, src, recipe=recipe, limit=config.commit_envs,
                       say=lambda line: say(line, 0, 0))
     run = RunState(source, src, env, store, run_id, config, verdict.license_tier, command_line(env),
-               problem_writer(config), say, envs)
+               problem_writer(config), say, envs, writer)
     result = TasksResult(run_id, source, src.repo, src.commit, verdict.license_tier,
                          timings_s={"setup": round(setup_s, 3)},
                          env_skipped=[f"{k.requirement}: {k.reason}" for k in env.skipped])
@@ -185,24 +194,32 @@ def _one_strategy(run: RunState, pool: WorkerPool, view: RepoView, name: str, qu
     earlier attempt's rows outlive a redo."""
     config = run.config
     target = max(quota, feed)
-    strategy = _strategy(name, config, bugs)
+    strategy = _strategy(name, run, bugs)
     view.max_candidates = config.max_candidates or 8 * target + 8
-    stream = pool.stream(iter(strategy.candidates(view)), target,
-                         lambda label, done, _total: run.progress(f"{name}: {label}", done,
-                                                                  view.max_candidates or 0))
+    made = iter(strategy.candidates(view))
+    try:
+        stream = pool.stream(made, target, lambda label, done, _total: run.progress(
+            f"{name}: {label}", done, view.max_candidates or 0))
+    finally:  # a model strategy's calls in flight end (and are paid) before costs are read
+        getattr(made, "close", lambda: None)()
     accepted = stream.accepted
     written = accepted[:quota]
     fed = _fed(run, accepted) if "combine" in config.strategies and name != "combine" else []
-    y = StrategyYield(candidates=len(stream.checked), tasks=len(written), valid=len(accepted),
-                      drops=dict(Counter(c.reason for c in stream.checked
-                                         if not c.verdict.accepted)))
-    y.note = strategy.report.reason
-    y.skipped = dict(strategy.report.skipped)
+    report = strategy.report
+    if report.calls:  # a model's answers validated past the counted prefix, counted too
+        report.skipped["not_needed"] += report.yielded - len(stream.checked)
+    y = StrategyYield(candidates=len(stream.checked) + len(report.refused), tasks=len(written),
+                      valid=len(accepted), drops=dict(Counter(
+                          [c.reason for c in stream.checked if not c.verdict.accepted]
+                          + [d.reason for d in report.refused])),
+                      note=report.reason, skipped=dict(report.skipped),
+                      cost_usd=report.cost_usd, calls=report.calls)
     result.yields[name] = y
     pairs = run.emit(written)
     y.statement_fallbacks = sum(t.metadata.get("statement") == "fallback" for t, _ in pairs)
     shard, store = _shard(run.src.repo, name), run.store
     rows = candidate_records(stream.checked, [t.instance_id for t, _ in pairs], run.src.repo)
+    rows += refused_records(report.refused, name, run.src.repo, run.src.commit, len(rows))
     store.write_records(CANDIDATES_STAGE, run.run_id, shard, rows,
                         schema_for_model(CandidateRecord))
     if pairs:
@@ -250,8 +267,11 @@ def _record(store: Store, manifest: RunManifest, run: RunState, result: TasksRes
             name: str, *, feed: int, fed: str | None) -> None:
     """The strategy's counts, how many bugs it fed combine and (for combine) a digest of
     what it was fed: written after its shards, so a record always means they are there."""
-    entry: dict[str, object] = {"counts": _counts(result.yields[name]), "tier": run.tier,
-                                "feed": feed}
+    y = result.yields[name]
+    entry: dict[str, object] = {"counts": _counts(y), "tier": run.tier, "feed": feed}
+    if y.calls:
+        entry["cost_usd"] = round(y.cost_usd, 9)
+        charge(manifest, run.bug_writer, y.calls, y.cost_usd)
     if fed is not None:
         entry["fed"] = fed
     _sources(manifest).setdefault(run.spec, {})[name] = entry

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from swemill.agent.budget import Budget, acall_with_budget, call_with_budget
 from swemill.core.errors import BudgetExceeded, PolicyError, SwemillError
 from swemill.core.records import Message, TextBlock, Usage
 from swemill.core.tools import tool_schemas
+from swemill.policies.budget import Budget, acall_with_budget, call_with_budget
 from swemill.policies.policy import PolicyReply, policy_from_spec
 from swemill.policies.prices import Price
 from swemill.policies.retry import RetryPolicy

@@ -1,0 +1,182 @@
+"""A scripted bug writer for the fake model server: it reads a bug-writing prompt and answers.
+
+The prompt (``swemill.synth.bug_prompts``) names the module and the function and shows the
+function after ``FUNCTION_HEADER``. :func:`subtle_edit` makes a small change of behaviour a
+model might make (a comparison flipped, an off-by-one, ``and`` for ``or``); for
+``lm-rewrite``, whose prompt shows only a stub, the original is read from the repository on
+disk (the fake "re-implements" it) and edited the same way. :func:`bug_writer_script` turns a
+plan of answer kinds into a script for :class:`~swemill_testkit.fake_server.FakeOpenAIServer`::
+
+    with FakeOpenAIServer(bug_writer_script(root, ["edit", "diff", "noop"])) as srv: ...
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import textwrap
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from swemill.synth.bug_answer import function_spans
+from swemill.synth.bug_prompts import FUNCTION_HEADER, STUB_LINE
+from swemill_testkit.fake_server import FakeReply
+
+__all__ = ["ANSWER_KINDS", "BugPrompt", "bug_writer_script", "originals", "read_prompt",
+           "subtle_edit"]
+
+_SHOWN = re.compile(re.escape(FUNCTION_HEADER) + r" `([^`]+)`\n```python\n(.*?)^```",
+                    re.DOTALL | re.MULTILINE)
+_MODULE = re.compile(r"^Module: (\S+)$", re.MULTILINE)
+_EDITS = [(r" is not None", " is None"), (r" is None", " is not None"),
+          (r" < ", " <= "), (r" <= ", " < "), (r" > ", " >= "), (r" >= ", " > "),
+          (r" == ", " != "), (r" != ", " == "), (r" and ", " or "), (r" or ", " and "),
+          (r" \+ 1\b", " + 2"), (r" - 1\b", " - 2"), (r"\bnot ", "")]
+
+ANSWER_KINDS = ("edit", "diff", "bad_diff", "outside", "noop", "signature", "unparseable",
+                "truncated", "empty", "same_behaviour")
+"""What :func:`answer` can be told to give: a whole edited function, the same edit as a diff,
+a diff whose lines are not in the function, an edit plus a new import, the function
+unchanged, a renamed parameter, broken syntax, an answer cut at the token limit, nothing, a
+reformatted but equivalent function."""
+
+
+class BugPrompt:
+    """What one bug-writing request asked: module, function, shown text, original text."""
+
+    def __init__(self, file: str, qualname: str, shown: str, original: str) -> None:
+        self.file, self.qualname, self.shown, self.original = file, qualname, shown, original
+
+    @property
+    def rewrite(self) -> bool:
+        return STUB_LINE in self.shown
+
+
+Originals = dict[tuple[str, str], str]
+
+
+def originals(root: Path) -> Originals:
+    """``(file, qualname) -> function text`` of every Python file under ``root``. Read once,
+    before the server starts: CPython 3.11's parser is not safe to run in two threads at
+    once, and the code under test parses in its own."""
+    out: Originals = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines(keepends=True)
+        for span in function_spans(rel, source):
+            out.setdefault((rel, span.qualname), "".join(lines[span.start : span.end]))
+    return out
+
+
+def read_prompt(body: dict[str, Any], known: Originals) -> BugPrompt:
+    """The prompt of a chat-completions request body; ``known``: :func:`originals`."""
+    text = "\n".join(str(m.get("content")) for m in body["messages"] if m["role"] == "user")
+    shown, module = _SHOWN.search(text), _MODULE.search(text)
+    assert shown is not None and module is not None, text[:500]
+    file, qualname = module.group(1), shown.group(1)
+    return BugPrompt(file, qualname, shown.group(2), known[(file, qualname)])
+
+
+def subtle_edit(function: str) -> str | None:
+    """``function`` with one small change of behaviour in its body, or None if none fits."""
+    lines = function.splitlines(keepends=True)
+    body = _code_start(lines)
+    for pattern, new in _EDITS:
+        for i in range(body, len(lines)):
+            code = lines[i].split("#", 1)[0]
+            if '"' in code or "'" in code:
+                continue  # leave string literals alone
+            if re.search(pattern, code):
+                lines[i] = re.sub(pattern, new, lines[i], count=1)
+                return "".join(lines)
+    return None
+
+
+def _code_start(lines: list[str]) -> int:
+    """The index of the first line after the signature and a docstring (text only: no
+    parser in the server's threads)."""
+    i = next(k for k, ln in enumerate(lines) if ln.lstrip().startswith(("def ", "async def ")))
+    while not lines[i].split("#", 1)[0].rstrip().endswith(":"):
+        i += 1
+    i += 1
+    if i < len(lines) and lines[i].lstrip()[:3] in ('"' * 3, "'" * 3):
+        quote, rest = lines[i].lstrip()[:3], lines[i].lstrip()[3:]
+        while quote not in rest:
+            i += 1
+            rest = lines[i]
+        i += 1
+    return i
+
+
+def _diff(before: str, after: str, file: str) -> str:
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True),
+                                        after.splitlines(keepends=True), f"a/{file}",
+                                        f"b/{file}"))
+
+
+def answer(prompt: BugPrompt, kind: str) -> FakeReply:
+    """The reply of one ``kind`` (see :data:`ANSWER_KINDS`) to ``prompt``."""
+    base = prompt.original
+    edited = subtle_edit(base) or base.replace("return ", "return None and ", 1)
+    fenced = f"```python\n{edited}```\n"
+    if kind == "edit":
+        return FakeReply(text=f"Here is the function:\n{fenced}")
+    if kind == "diff":
+        if prompt.rewrite:  # a diff against what was shown: the stub
+            return FakeReply(text=f"```diff\n{_diff(prompt.shown, edited, prompt.file)}```")
+        return FakeReply(text=f"```diff\n{_diff(base, edited, prompt.file)}```")
+    if kind == "bad_diff":
+        return FakeReply(text="```diff\n@@ -1,2 +1,2 @@\n-    no_such_line = 1\n"
+                              "+    no_such_line = 2\n```")
+    if kind == "outside":
+        return FakeReply(text=f"```python\nimport functools\n\n\n{textwrap.dedent(edited)}```")
+    if kind == "noop":
+        return FakeReply(text=f"```python\n{base}```")
+    if kind == "signature":
+        renamed = re.sub(r"\(self, (\w+)|\((\w+)", lambda m: m.group(0) + "_x", edited,
+                         count=1)
+        return FakeReply(text=f"```python\n{renamed}```")
+    if kind == "unparseable":
+        return FakeReply(text=f"```python\n{edited.rstrip()}\n        return (\n```")
+    if kind == "truncated":
+        return FakeReply(text=f"```python\n{edited[: len(edited) // 2]}",
+                         finish_reason="length")
+    if kind == "empty":
+        return FakeReply(text="")
+    if kind == "same_behaviour":
+        return FakeReply(text=f"```python\n{_reformatted(base)}```")
+    raise ValueError(f"unknown answer kind {kind!r}")
+
+
+def _reformatted(function: str) -> str:
+    """The same behaviour, written differently: a comment and a ``pass`` added."""
+    lines = function.splitlines(keepends=True)
+    at = _code_start(lines)
+    line = lines[at] if at < len(lines) else lines[-1]
+    indent = line[: len(line) - len(line.lstrip())]
+    return "".join(lines[:at] + [f"{indent}# same as before\n", f"{indent}pass\n"] + lines[at:])
+
+
+def bug_writer_script(root: Path, plan: Sequence[str] | Callable[[int, BugPrompt], str],
+                      **reply: Any) -> Callable[[dict[str, Any]], FakeReply]:
+    """A server script answering the k-th request with ``plan[k]`` (the last kind repeats)
+    or ``plan(k, prompt)``; ``reply`` sets FakeReply fields (``cost``, ``delay_s``)."""
+    lock = threading.Lock()
+    seen: list[int] = []
+    known = originals(root)
+
+    def script(request: dict[str, Any]) -> FakeReply:
+        with lock:
+            k = len(seen)
+            seen.append(k)
+        prompt = read_prompt(request["body"], known)
+        kind = plan(k, prompt) if callable(plan) else plan[min(k, len(plan) - 1)]
+        out = answer(prompt, kind)
+        for key, value in reply.items():
+            setattr(out, key, value)
+        return out
+
+    return script
