@@ -7,10 +7,12 @@ from pathlib import Path
 from swemill.core.records import Baseline, TestResult, TestStatus
 from swemill.suite.baseline import combine_runs
 from swemill.suite.timeouts import (
+    BUSY_MAX,
     SUITE_CEILING_S,
     SUITE_FLOOR_S,
     SUITE_PER_TEST_S,
     adaptive_timeout,
+    busy_factor,
     count_tests,
     suite_timeout_for,
 )
@@ -65,14 +67,29 @@ def _suite(root: Path, files: int, tests_each: int) -> Path:
 
 
 def test_suite_timeout_is_derived_from_the_number_of_tests(tmp_path: Path) -> None:
-    small = suite_timeout_for(_suite(tmp_path / "small", 1, 2))
+    small = suite_timeout_for(_suite(tmp_path / "small", 1, 2), busy=1.0)
     assert small.tests == 3 and small.seconds == SUITE_FLOOR_S
-    mid = suite_timeout_for(_suite(tmp_path / "mid", 10, 29))
+    mid = suite_timeout_for(_suite(tmp_path / "mid", 10, 29), busy=1.0)
     assert mid.tests == 300 and SUITE_FLOOR_S < mid.seconds < SUITE_CEILING_S
     assert mid.seconds == 60.0 + 300 * SUITE_PER_TEST_S
-    big = suite_timeout_for(_suite(tmp_path / "big", 50, 99))
+    big = suite_timeout_for(_suite(tmp_path / "big", 50, 99), busy=1.0)
     assert big.tests == 5000 and big.seconds == SUITE_CEILING_S
-    assert "5000 test functions" in big.describe()
+    assert big.describe() == "3600 s (the default for 5000 test functions)"
+
+
+def test_a_busy_machine_stretches_the_derived_suite_bound_never_a_given_one(
+        tmp_path: Path) -> None:
+    # packaging 24.1 at load 13 on 2 CPUs: its 380 s bound ran out in the first baseline run
+    assert busy_factor(13.0, 2) == 6.5
+    assert busy_factor(0.4, 2) == busy_factor(2.0, 2) == 1.0  # an idle machine: as before
+    assert busy_factor(100.0, 2) == BUSY_MAX
+    assert busy_factor() >= 1.0  # this machine's own load
+    root = _suite(tmp_path / "s", 10, 29)
+    busy = suite_timeout_for(root, busy=busy_factor(13.0, 2))
+    assert busy.seconds == 6.5 * (60.0 + 300 * SUITE_PER_TEST_S)
+    assert busy.describe() == "2340 s (the default for 300 test functions, x6.5 for a busy " \
+                              "machine)"
+    assert suite_timeout_for(root, 90.0, busy=6.5).seconds == 90.0  # --suite-timeout is exact
 
 
 def test_a_given_suite_timeout_wins(tmp_path: Path) -> None:
