@@ -115,7 +115,7 @@ def _content_reason(path: Path) -> tuple[str | None, bytes]:
 
 
 def _copy_pristine(pristine: Path, dest: Path) -> None:
-    shutil.copytree(pristine, dest, symlinks=True)
+    shutil.copytree(pristine, dest, symlinks=True, dirs_exist_ok=True)  # dest: absent or empty
     for dirpath, dirnames, filenames in os.walk(dest):
         for d in [d for d in dirnames if d == "__pycache__"]:
             shutil.rmtree(Path(dirpath, d))
@@ -160,7 +160,8 @@ def _is_real_dir(path: Path) -> bool:
 
 def build_grading_tree(pristine: Path, workspace: Path, dest: Path, *,
                        shadowed: frozenset[str] = frozenset()) -> Carried:
-    """Make ``dest`` the pristine tree plus the carried part of the workspace's change."""
+    """Make ``dest`` (absent, or an empty directory) the pristine tree plus the carried part
+    of the workspace's change."""
     _copy_pristine(pristine, dest)
     old, new = tree_entries(pristine), tree_entries(workspace)
     out = Carried()

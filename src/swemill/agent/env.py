@@ -29,10 +29,11 @@ from pathlib import Path
 
 from swemill.agent import actions
 from swemill.agent.actions import Observation
-from swemill.agent.carry import build_grading_tree, runner_modules
+from swemill.agent.carry import Carried, build_grading_tree, runner_modules
 from swemill.agent.grading import RegressionPolicy, RewardWeights, grade_run
 from swemill.agent.lint import lint_introduced
 from swemill.agent.tree import Changes, tree_changes
+from swemill.agent.warmgrade import WarmGrader
 from swemill.core.errors import EnvBuildError, SandboxError, SwemillError, TestRunError
 from swemill.core.records import Outcome, Task
 from swemill.core.tools import ToolCall, validate_call
@@ -43,6 +44,7 @@ from swemill.sandbox import Sandbox, open_sandbox
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
 from swemill.suite.runner import run_tests
+from swemill.suite.verdict import TestRunReport
 from swemill.validate.snapshot import unpack_tree
 
 __all__ = ["EnvConfig", "EnvResolver", "TaskEnv", "Observation"]
@@ -64,6 +66,9 @@ class EnvConfig:
     """Count the lint findings a change introduces (ruff on the host)."""
     cache: Path | None = None
     """swemill's cache (sources and environments); None: ``$SWEMILL_CACHE`` or the default."""
+    warm_grading: bool = True
+    """Where environments share a prepared workspace (the environment server), grade through
+    warm grading servers (:mod:`swemill.agent.warmgrade`); off: a fresh sandbox each time."""
 
 
 class EnvResolver:
@@ -110,6 +115,9 @@ class TaskEnv:
         self._pristine: Path | None = None
         self._forks: list[TaskEnv] = []
         self.done = False
+        self.grader: WarmGrader | None = None
+        """Grades through warm grading servers when set (falls back to cold on its own)."""
+        self._owns_grader = False
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -155,12 +163,26 @@ class TaskEnv:
         child = TaskEnv(self.config, resolver=self.resolver)
         child.task, child.repo_env, child._pristine = self.task, self.repo_env, self._pristine
         child._sb = self.sandbox.fork()
-        child.done = self.done
+        child.done, child.grader = self.done, self.grader
         if track:
             self._forks.append(child)
         return child
 
+    def use_warm_grading(self) -> WarmGrader:
+        """Grade this environment and its later forks through warm grading servers
+        (:mod:`swemill.agent.warmgrade`); they are closed with this environment."""
+        if self.task is None or self.repo_env is None or self._pristine is None:
+            raise SandboxError("the task environment is not reset (call reset(task) first)")
+        self.grader = WarmGrader(self.task, self.repo_env, self._pristine,
+                                 test_timeout_s=self.config.test_timeout_s,
+                                 backend=self.config.backend)
+        self._owns_grader = True
+        return self.grader
+
     def close(self) -> None:
+        if self._owns_grader and self.grader is not None:
+            self.grader.close()
+            self.grader, self._owns_grader = None, False
         for child in self._forks:
             child.close()
         self._forks.clear()
@@ -233,6 +255,23 @@ class TaskEnv:
         assert self._pristine is not None
         return tree_changes(self._pristine, self.sandbox.workspace)
 
+    def _cold_grading_run(self) -> tuple[TestRunReport, Carried]:
+        """The grading run in a fresh sandbox over a fresh grading tree."""
+        task, repo_env, pristine = self.task, self.repo_env, self._pristine
+        assert task is not None and repo_env is not None and pristine is not None
+        tmp = scratch_dir("grade")
+        try:
+            shadowed = runner_modules(repo_env.venv.glob("lib/python*/site-packages"))
+            carried = build_grading_tree(pristine, self.sandbox.workspace, tmp / "ws",
+                                         shadowed=shadowed)
+            with open_sandbox(tmp / "ws", backend=self.config.backend,
+                              binds=repo_env.binds()) as graded:
+                report = run_tests(graded, repo_env, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS],
+                                   timeout=self.config.test_timeout_s, isolated=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return report, carried
+
     def submit(self, *, turns: int = 0, tokens: int = 0) -> tuple[Outcome, Changes]:
         """Grade the workspace as it is now (see the module docstring)."""
         task, repo_env, pristine = self.task, self.repo_env, self._pristine
@@ -246,17 +285,8 @@ class TaskEnv:
                                      "turns": float(turns), "tokens": float(tokens)}
         if lint is not None:
             signals["lint_new"] = float(lint)
-        tmp = scratch_dir("grade")
-        try:
-            shadowed = runner_modules(repo_env.venv.glob("lib/python*/site-packages"))
-            carried = build_grading_tree(pristine, self.sandbox.workspace, tmp / "ws",
-                                         shadowed=shadowed)
-            with open_sandbox(tmp / "ws", backend=self.config.backend,
-                              binds=repo_env.binds()) as graded:
-                report = run_tests(graded, repo_env, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS],
-                                   timeout=self.config.test_timeout_s, isolated=True)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        warm = self.grader.grade(self.sandbox.workspace) if self.grader is not None else None
+        report, carried = warm if warm is not None else self._cold_grading_run()
         outcome = grade_run(task, report, not_carried=carried.describe(),
                             regression=self.config.regression, signals=signals,
                             weights=self.config.weights)

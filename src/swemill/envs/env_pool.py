@@ -4,7 +4,9 @@ The first session of a task unpacks its scrubbed broken snapshot once (workspace
 copy, :meth:`TaskEnv.reset`); that base environment never runs a command. Every session is a
 copy-on-write fork of it (:meth:`TaskEnv.fork`, an overlay mount where the host allows one), so
 a reset costs a fork, not an unpack, and sessions of one task share the frozen layers and the
-pristine copy used for grading.
+pristine copy used for grading. Each base also keeps the task's warm grading servers
+(:class:`~swemill.agent.warmgrade.WarmGrader`, the first started in the background as the base
+is made), which every session of the task grades through.
 
 The pool reads the store through its policy view: ``golden/`` and ``candidates/`` are out of
 its reach, so nothing golden can be served from here.
@@ -66,6 +68,9 @@ class EnvPool:
             if env is None:
                 env = TaskEnv(self.config, store=self.store, resolver=self.resolver)
                 env.reset(task)
+                if self.config.warm_grading:
+                    threading.Thread(target=env.use_warm_grading().prestart, daemon=True,
+                                     name=f"grader-{task_id}").start()
                 self._bases[task_id] = env
             return env
 

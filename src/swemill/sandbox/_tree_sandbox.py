@@ -109,6 +109,13 @@ class TreeSandbox:
                            timeout=timeout, usage=self._sweep, held=self._held,
                            pool=self._pool, settled_usage=self._settled_sweep)
 
+    def hand_over(self) -> None:
+        """Ready what the host wrote in the workspace for the sandbox user, as before a command
+        (for a request to a spawned process that will use those files)."""
+        self._check_open()
+        self._host_wrote = True
+        self._prepare()
+
     def spawn(self, cmd: Sequence[str] | str, *, env: Mapping[str, str] | None = None,
               cwd: str | None = None) -> Spawned:
         """Start a long-lived ``cmd`` (pipes on stdin/stdout/stderr) under this sandbox's

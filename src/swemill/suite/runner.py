@@ -21,7 +21,7 @@ import json
 import shlex
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import distributions
 from pathlib import Path
 from typing import Any
@@ -29,10 +29,15 @@ from typing import Any
 from swemill.core.errors import TestRunError
 from swemill.repo.cache import write_text_atomic
 from swemill.repo.envbuild import RepoEnv
-from swemill.sandbox.contract import Sandbox
+from swemill.sandbox.contract import ExecResult, Sandbox
 from swemill.suite.verdict import TestRunReport, parse_report
 
-__all__ = ["run_tests", "pytest_argv", "ensure_plugin", "env_plugins", "PLUGIN_MODULE"]
+__all__ = ["run_tests", "pytest_argv", "ensure_plugin", "env_plugins", "PLUGIN_MODULE",
+           "Execute"]
+
+Execute = Callable[[Sequence[str], Mapping[str, str], float], ExecResult]
+"""Runs a test command (argv, environment, timeout) in the sandbox's workspace: by default
+``sb.exec``; a grading server runs the same command in a fork of itself."""
 
 PLUGIN_MODULE = "_swemill_report"
 _PLUGIN_SRC = Path(__file__).with_name("pytest_plugin.py")
@@ -83,11 +88,13 @@ def _file_args(nodeids: Sequence[str], workspace: Path) -> list[str]:
 
 
 def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *,
-              timeout: float, coverage: bool = False, isolated: bool = False) -> TestRunReport:
+              timeout: float, coverage: bool = False, isolated: bool = False,
+              execute: Execute | None = None) -> TestRunReport:
     """Run the whole suite (``nodeids`` None) or exactly ``nodeids``, and judge the run.
 
     An empty ``nodeids`` list runs nothing and returns an empty, trustworthy report.
-    ``isolated``: a grading run (see the module docstring).
+    ``isolated``: a grading run (see the module docstring). ``execute``: what runs the
+    command (default: ``sb.exec`` in the workspace).
     """
     if nodeids is not None and not nodeids:
         return TestRunReport(results={}, exit_code=0, trustworthy=True)
@@ -113,7 +120,8 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
                         SWEMILL_GUARD="1")
     argv = pytest_argv(env, sb.workdir, paths, plugins)
     try:
-        res = sb.exec(argv, timeout=timeout, env=env_vars, cwd=sb.workdir)
+        res = (execute(argv, env_vars, timeout) if execute is not None else
+               sb.exec(argv, timeout=timeout, env=env_vars, cwd=sb.workdir))
         text = _read(sb, f"{rel}/report.jsonl")
         cov_text = _read(sb, f"{rel}/coverage.json") if coverage else ""
     finally:

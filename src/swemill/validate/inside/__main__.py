@@ -1,4 +1,5 @@
-"""Start the warm server: ``python -u .../inside/__main__.py WORKDIR [--off flag,...]``.
+"""Start the warm server: ``python -u .../inside/__main__.py WORKDIR [--off flag,...]``, or the
+grading server (:mod:`.grade`): ``python -u .../inside/__main__.py --grade WORKDIR``.
 
 Run as a script inside the sandbox, where swemill is not installed: the package is loaded
 from this file's folder under its own name (``swemill_inside``), so its modules import one
@@ -30,4 +31,6 @@ def _package() -> str:
 if __name__ == "__main__":
     import importlib
 
-    importlib.import_module(f"{_package()}.serve_loop").main(sys.argv[1:])
+    grading = sys.argv[1:2] == ["--grade"]
+    module = importlib.import_module(f"{_package()}.{'grade' if grading else 'serve_loop'}")
+    module.main(sys.argv[2:] if grading else sys.argv[1:])

@@ -2,10 +2,11 @@
 ``op`` naming its kind and ``v`` the protocol version.
 
 The client writes requests (:class:`Run`, :class:`StartImage`, :class:`RunInImage`,
-:class:`Exit`); the server answers :class:`Ready` once, then one :class:`ImageReady` or
-:class:`Result` per request (:class:`Result` with ``unservable`` set when the head image
-cannot serve a run exactly: nothing ran). A line of another version, an unknown ``op`` or an
-unknown field is a :class:`ProtocolError`, never a guess.
+:class:`Exit`; a grading server :class:`Grade`); the server answers :class:`Ready` once, then
+one :class:`ImageReady`, :class:`Result` or :class:`Graded` per request (:class:`Result` with
+``unservable`` set when the head image cannot serve a run exactly: nothing ran). A line of
+another version, an unknown ``op`` or an unknown field is a :class:`ProtocolError`, never a
+guess.
 
 Standard library only, like the rest of :mod:`swemill.validate.inside`.
 """
@@ -114,6 +115,44 @@ class RunInImage:
 
 
 @dataclass
+class Grade:
+    """A grading run (only a server started with ``--grade``): pytest with ``args`` in a
+    fork whose environment is the server's plus ``env``, its stdout and stderr captured
+    (``output_bytes`` each, head and tail kept); whatever the run left is then ended (every
+    descendant, the ``scratch`` directories' contents, System V IPC objects), so nothing of
+    one run reaches the next. ``disk_mb``: the workspace's cap, polled while it runs."""
+
+    id: int
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float = 900.0
+    scratch: list[str] = field(default_factory=list)
+    disk_mb: int | None = None
+    output_bytes: int = 1_000_000
+    op: str = "grade"
+    v: int = VERSION
+
+
+@dataclass
+class Graded:
+    """What one :class:`Grade` did. ``clean``: nothing of the run is left (else the server
+    must not serve another run)."""
+
+    id: int
+    exit_code: int = -1
+    timed_out: bool = False
+    over_disk: bool = False
+    stdout: str = ""
+    stderr: str = ""
+    truncated: bool = False
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    clean: bool = True
+    op: str = "graded"
+    v: int = VERSION
+
+
+@dataclass
 class Exit:
     id: int = 0
     op: str = "exit"
@@ -174,11 +213,12 @@ class Result:
 
 
 if TYPE_CHECKING:  # annotations only: the server runs under the repository's Python
-    Request: TypeAlias = Run | StartImage | RunInImage | Exit
-    Reply: TypeAlias = Ready | ImageReady | Result
+    Request: TypeAlias = Run | StartImage | RunInImage | Grade | Exit
+    Reply: TypeAlias = Ready | ImageReady | Result | Graded
     Message: TypeAlias = Request | Reply
 _KINDS: dict[str, type[Any]] = {cls.op: cls for cls in  # type: ignore[attr-defined]
-                                (Run, StartImage, RunInImage, Exit, Ready, ImageReady, Result)}
+                                (Run, StartImage, RunInImage, Grade, Exit, Ready, ImageReady,
+                                 Result, Graded)}
 
 
 def refusal(rid: int, reason: str, detail: str = "") -> Result:

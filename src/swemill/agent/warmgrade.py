@@ -1,0 +1,235 @@
+"""Grading through warm grading servers: the same grading run, without a cold interpreter.
+
+A :class:`WarmGrader` keeps, for one task, up to ``max_servers`` grading servers
+(:mod:`swemill.validate.inside.grade`), each in its own bwrap sandbox over its own grading
+workspace (a *slot*). To grade a workspace, a free server's slot is emptied and rebuilt exactly
+as the cold grader builds its fresh tree (:func:`~swemill.agent.carry.build_grading_tree`: the
+pristine snapshot plus the carried, non-test source change), and the very command of a cold
+grading run (:func:`~swemill.suite.runner.run_tests` with ``isolated``: the reporter, its
+nonce, guard and seal, the selection of FAIL_TO_PASS + PASS_TO_PASS) runs in a fork of the
+server instead of a fresh ``python -m pytest``. Only pytest's start-up is saved.
+
+Where the warm path could differ from the cold one, it is not used (the caller grades cold,
+:meth:`WarmGrader.grade` returns None): a sandbox without its own pid namespace and private
+``/tmp`` (only bwrap has both here); a server that imported a file of the workspace while
+warming up (a fork would never see the policy's version of it); a server that died, gave no
+answer or could not clear what a run left (it is replaced). A run that met the memory or
+process limit of the server's sandbox is reported as killed, and that server is replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from swemill.agent.carry import Carried, build_grading_tree, runner_modules
+from swemill.core.errors import SandboxError, SwemillError
+from swemill.core.records import Task
+from swemill.repo.envbuild import RepoEnv
+from swemill.sandbox import Bind, ExecResult, open_sandbox
+from swemill.sandbox.bwrap import BwrapSandbox
+from swemill.sandbox.leftovers import scratch_dir
+from swemill.suite.runner import run_tests
+from swemill.suite.verdict import TestRunReport
+from swemill.validate.inside import protocol as wire
+from swemill.validate.warm import INSIDE_DIR, INSIDE_MOUNT
+
+__all__ = ["GradingServer", "WarmGrader"]
+
+_READY_S = 120.0
+_SCRATCH = ["/tmp", "/dev/shm"]
+
+
+def _empty(folder: Path) -> None:
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+class GradingServer:
+    """One grading server and its slot; used by one grading at a time."""
+
+    def __init__(self, repo_env: RepoEnv, pristine: Path, *, backend: str = "auto") -> None:
+        self.repo_env, self.pristine = repo_env, pristine
+        self._root = scratch_dir("gslot")
+        self.slot = self._root / "ws"
+        self.slot.mkdir()
+        self._seq = 0
+        try:
+            build_grading_tree(pristine, pristine, self.slot)
+            sb = open_sandbox(self.slot, backend=backend,
+                              binds=[*repo_env.binds(), Bind(INSIDE_DIR, INSIDE_MOUNT)])
+        except BaseException:
+            shutil.rmtree(self._root, ignore_errors=True)
+            raise
+        if not isinstance(sb, BwrapSandbox):
+            sb.close()
+            shutil.rmtree(self._root, ignore_errors=True)
+            raise SandboxError("warm grading needs the bwrap sandbox (its own pid namespace "
+                               "and /tmp)")
+        self.sb: BwrapSandbox = sb
+        try:
+            env = {**repo_env.run_env(self.sb.workdir), "HOME": "/tmp", "LANG": "C.UTF-8"}
+            argv = [str(repo_env.python), "-u", f"{INSIDE_MOUNT}/__main__.py", "--grade",
+                    self.sb.workdir]
+            self.spawned = self.sb.spawn(argv, env=env, cwd=self.sb.workdir)
+            assert self.spawned.proc.stdout is not None
+            self._lines = wire.Lines(self.spawned.proc.stdout.fileno())
+            ready = self._lines.read(_READY_S)
+        except BaseException:
+            self.close()
+            raise
+        if not isinstance(ready, wire.Ready) or not ready.ready:
+            self.close()
+            raise SandboxError(f"the grading server did not start: {ready}")
+        if ready.preloaded:
+            self.close()
+            raise SandboxError("the grading server imported workspace files while warming up "
+                               f"({', '.join(ready.preloaded[:3])}): a fork would not see "
+                               "the policy's version of them")
+        self.healthy = True
+
+    def fill(self, workspace: Path, shadowed: frozenset[str]) -> Carried:
+        """Make the slot the grading tree of ``workspace`` (see the module docstring)."""
+        _empty(self.slot)
+        return build_grading_tree(self.pristine, workspace, self.slot, shadowed=shadowed)
+
+    def execute(self, argv: Sequence[str], env: Mapping[str, str], timeout: float) -> ExecResult:
+        """Run a ``python -m pytest ARGS`` command line in a fork of the server."""
+        if list(argv[1:3]) != ["-m", "pytest"]:
+            raise SandboxError(f"a grading server runs pytest only, not {list(argv[:3])}")
+        self.sb.hand_over()
+        self._seq += 1
+        limits = self.sb.limits
+        request = wire.Grade(self._seq, list(argv[3:]), dict(env), timeout, list(_SCRATCH),
+                             limits.disk_mb, limits.output_bytes)
+        proc = self.spawned.proc
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(wire.encode(request))
+            proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            self.healthy = False
+            raise SandboxError(f"the grading server is gone: {exc}") from exc
+        try:
+            reply = self._lines.read(timeout + 60.0)
+        except wire.ProtocolError as exc:
+            reply = None
+            raise SandboxError(f"the grading server spoke out of protocol: {exc}") from exc
+        finally:
+            if not isinstance(reply, wire.Graded) or reply.id != request.id:
+                self.healthy = False
+        if not isinstance(reply, wire.Graded) or reply.id != request.id:
+            raise SandboxError(f"the grading server gave no answer (exit {proc.poll()})")
+        reason = self.spawned.killed_reason() or ("disk" if reply.over_disk else None)
+        if reason is None and reply.timed_out:
+            reason = "timeout"
+        self.healthy = reply.clean and self.spawned.killed_reason() is None
+        return ExecResult(exit_code=reply.exit_code, timed_out=reply.timed_out,
+                          killed_reason=reason, stdout=reply.stdout, stderr=reply.stderr,
+                          wall_s=reply.wall_s, truncated=reply.truncated,
+                          extra={"cpu_s": reply.cpu_s})
+
+    def close(self) -> None:
+        self.healthy = False
+        spawned = getattr(self, "spawned", None)
+        if spawned is not None:
+            proc = spawned.proc
+            with contextlib.suppress(OSError, ValueError):
+                if proc.stdin is not None:
+                    proc.stdin.write(wire.encode(wire.Exit()))
+                    proc.stdin.close()
+            spawned.close()
+        sb = getattr(self, "sb", None)
+        if sb is not None:
+            sb.close()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
+class WarmGrader:
+    """One task's grading servers (see the module docstring). Thread-safe."""
+
+    def __init__(self, task: Task, repo_env: RepoEnv, pristine: Path, *, test_timeout_s: float,
+                 backend: str = "auto", max_servers: int | None = None) -> None:
+        self.task, self.repo_env, self.pristine = task, repo_env, pristine
+        self.test_timeout_s, self.backend = test_timeout_s, backend
+        self.max_servers = max_servers or max(os.cpu_count() or 1, 1)
+        self._idle: list[GradingServer] = []
+        self._count = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self.unusable: str | None = None
+        """Why this task is graded cold (a server could not start as needed), or None."""
+        self.warm_runs = 0
+        self.cold_fallbacks = 0
+        self._shadowed = runner_modules(repo_env.venv.glob("lib/python*/site-packages"))
+
+    def prestart(self) -> None:
+        """Start one server ahead of the first grading (errors leave the task to cold)."""
+        server = self._take()
+        if server is not None:
+            self._give(server)
+
+    def _take(self) -> GradingServer | None:
+        with self._cond:
+            while not self._idle and self._count >= self.max_servers and not self._closed:
+                self._cond.wait()
+            if self._closed or self.unusable is not None:
+                return None
+            if self._idle:
+                return self._idle.pop()
+            self._count += 1
+        try:
+            return GradingServer(self.repo_env, self.pristine, backend=self.backend)
+        except SwemillError as exc:
+            with self._cond:
+                self._count -= 1
+                self.unusable = str(exc)
+                self._cond.notify_all()
+            return None
+
+    def _give(self, server: GradingServer) -> None:
+        with self._cond:
+            if server.healthy and not self._closed:
+                self._idle.append(server)
+                self._cond.notify()
+                return
+            self._count -= 1
+            self._cond.notify()
+        server.close()
+
+    def grade(self, workspace: Path) -> tuple[TestRunReport, Carried] | None:
+        """The grading run of ``workspace`` through a warm server; None: grade it cold."""
+        server = self._take()
+        if server is None:
+            return None
+        try:
+            carried = server.fill(workspace, self._shadowed)
+            report = run_tests(server.sb, self.repo_env,
+                               [*self.task.FAIL_TO_PASS, *self.task.PASS_TO_PASS],
+                               timeout=self.test_timeout_s, isolated=True,
+                               execute=server.execute)
+        except (SwemillError, OSError):
+            server.healthy = False
+            with self._cond:
+                self.cold_fallbacks += 1
+            return None
+        finally:
+            self._give(server)
+        with self._cond:
+            self.warm_runs += 1
+        return report, carried
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._cond.notify_all()
+        for server in idle:
+            server.close()

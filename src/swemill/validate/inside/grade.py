@@ -1,0 +1,334 @@
+"""The grading server: a warm interpreter that forks one grading run per request and leaves
+nothing of it behind.
+
+Started (``__main__.py --grade WORKDIR``) in an isolating sandbox over a grading workspace
+that the host rebuilds before every request. It imports pytest and its plugins once (none of
+the caches of the validation server: nothing a run could write to is read by a later run),
+then, per :class:`.Grade`, forks a child that runs ``python -m pytest ARGS`` as a fresh
+interpreter would: the request's environment, the working directory, ``sys.argv``, stdout and
+stderr on pipes that only this server reads, the interpreter's exit (threads, ``atexit``)
+before the exit status. Code of the graded tree runs only in that child.
+
+What keeps one run from reaching another, or this server:
+
+- this process is not dumpable, so the child (same uid) cannot open its pipes through
+  ``/proc``, read or write its memory, or trace it; it can only kill it, and then the host
+  grades the ordinary way;
+- it is a child subreaper: everything the run started stays its descendant, and after the
+  child exits every descendant is killed (to none left) before the answer;
+- the ``scratch`` directories (the sandbox's private ``/tmp`` and ``/dev/shm``) are emptied,
+  and System V IPC objects removed; the host rebuilds the workspace itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import selectors
+import shutil
+import signal
+import sys
+import time
+
+from .codecache import CodeCache
+from .forkrun import as_pytest_argv
+from .protocol import Exit, Flags, Grade, Graded, Ready, decode, encode
+from .report_cache import ReportCache
+from .serve_loop import _fix_path, _preloaded_files, _warm_up
+
+_PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36
+_IPC_RMID = 0
+_DISK_POLL_S = 0.2
+_DRAIN_S = 0.5
+
+
+def _prctl(option: int, value: int) -> None:
+    if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
+
+
+class _Capture:
+    """The head and a rolling tail of one stream, ``cap`` bytes in all."""
+
+    def __init__(self, cap: int) -> None:
+        self.half, self.keep = cap // 2, cap - cap // 2
+        self.head, self.tail, self.total = bytearray(), bytearray(), 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > 2 * self.keep + 65536:
+            del self.tail[:len(self.tail) - self.keep]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.half + self.keep
+
+    def text(self) -> str:
+        if not self.truncated:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
+        dropped = self.total - len(self.head) - self.keep
+        marker = f"\n[... swemill: {dropped} bytes dropped ...]\n".encode()
+        return (bytes(self.head) + marker + bytes(self.tail[-self.keep:])).decode(
+            "utf-8", "replace")
+
+
+def _child(request: Grade, workdir: str, out_w: int, err_w: int) -> None:
+    """The run itself, in the forked child (never returns)."""
+    code = 70
+    try:
+        os.setpgid(0, 0)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.closerange(3, 65536)  # nothing of the server's reaches the run
+        _prctl(_PR_SET_DUMPABLE, 1)  # as a fresh interpreter is (it only exposes itself)
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.chdir(workdir)
+        os.environ.update(request.env)
+        import importlib
+
+        importlib.invalidate_caches()  # the workspace was rebuilt since the server looked
+        import pytest
+
+        as_pytest_argv(list(request.args))
+        run = getattr(pytest, "console_main", None)
+        code = int(run() if run is not None else pytest.main(list(request.args)))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        code = _interpreter_exit(code)
+        os._exit(code)
+
+
+def _interpreter_exit(code: int) -> int:
+    """What a fresh interpreter does on its way out: wait for its threads, run ``atexit``
+    (which may itself end the process), flush the standard streams."""
+    import atexit
+    import threading
+
+    with contextlib.suppress(BaseException):
+        shutdown = getattr(threading, "_shutdown", None)
+        if shutdown is not None:
+            shutdown()
+    try:
+        atexit._run_exitfuncs()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: S110 - an atexit error does not change the status
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+    return code
+
+
+def _exit_code(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+
+
+def _descendants(me: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, stack = [], [me]
+    while stack:
+        for pid in children.get(stack.pop(), ()):
+            out.append(pid)
+            stack.append(pid)
+    return out
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def end_descendants(rounds: int = 500) -> bool:
+    """Kill every descendant (orphans come back to this subreaper) until none is left."""
+    me = os.getpid()
+    for _ in range(rounds):
+        pids = _descendants(me)
+        if not pids:
+            return True
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.001)
+        _reap()
+    return not _descendants(me)
+
+
+def _mount_points() -> list[str]:
+    with open("/proc/self/mountinfo") as fh:
+        return [line.split()[4] for line in fh if len(line.split()) > 4]
+
+
+def _empty(folder: str, mounts: list[str]) -> bool:
+    """Delete everything under ``folder`` but mount points and the directories leading to
+    them (the sandbox's binds); whether nothing else is left."""
+    def _unlock(func, path, _exc):  # noqa: ANN001, ANN202 - shutil's onerror signature
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            func(path)
+
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return True
+    left = True
+    for entry in entries:
+        path = entry.path
+        if path in mounts:
+            continue
+        if any(m.startswith(path + "/") for m in mounts):
+            left = _empty(path, mounts) and left
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path, onerror=_unlock)
+            else:
+                os.unlink(path)
+        left = left and not os.path.lexists(path)
+    return left
+
+
+def _remove_ipc() -> None:
+    """System V IPC objects outlive their process: remove every one this namespace holds."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for kind, call in (("shm", libc.shmctl), ("sem", libc.semctl), ("msg", libc.msgctl)):
+        with contextlib.suppress(OSError), open(f"/proc/sysvipc/{kind}") as fh:
+            for line in fh.readlines()[1:]:
+                fields = line.split()
+                if len(fields) > 1 and fields[1].isdigit():
+                    if kind == "sem":
+                        call(int(fields[1]), 0, _IPC_RMID, None)
+                    else:
+                        call(int(fields[1]), _IPC_RMID, None)
+
+
+def _usage(top: str) -> int:
+    used = 0
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in dirnames + filenames:
+            with contextlib.suppress(OSError):
+                used += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+    return used
+
+
+def _kill_run(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    end_descendants()
+
+
+def serve_grade(request: Grade, workdir: str) -> Graded:
+    """Fork the run, capture its output, bound it in time and disk, then clear what it left."""
+    start = time.monotonic()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked child
+        _child(request, workdir, out_w, err_w)
+    os.close(out_w)
+    os.close(err_w)
+    caps = {out_r: _Capture(request.output_bytes), err_r: _Capture(request.output_bytes)}
+    sel = selectors.DefaultSelector()
+    for fd in caps:
+        sel.register(fd, selectors.EVENT_READ)
+    streams = len(caps)
+    cap = None if request.disk_mb is None else request.disk_mb << 20
+    deadline, next_disk = start + float(request.timeout), start + _DISK_POLL_S
+    code: int | None = None
+    cpu, timed_out, over_disk, clean, drain_until = 0.0, False, False, True, None
+    while True:
+        if code is None:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                code, cpu = _exit_code(status), usage.ru_utime + usage.ru_stime
+                clean = end_descendants()  # what it left behind may hold the pipes open
+                drain_until = time.monotonic() + _DRAIN_S
+        now = time.monotonic()
+        if code is None and (now >= deadline or over_disk):
+            timed_out = timed_out or now >= deadline
+            _kill_run(pid)
+            continue
+        if code is None and cap is not None and now >= next_disk:
+            over_disk = _usage(workdir) > cap
+            next_disk = time.monotonic() + max(_DISK_POLL_S, 10 * (time.monotonic() - now))
+            continue
+        if drain_until is not None and (not streams or now >= drain_until):
+            break
+        if not streams:  # it closed its streams and has not exited yet
+            time.sleep(0.002)
+            continue
+        for key, _ in sel.select(0.005 if drain_until is None else drain_until - now):
+            chunk = os.read(key.fd, 65536)
+            if chunk:
+                caps[key.fd].add(chunk)
+            else:
+                sel.unregister(key.fd)
+                streams -= 1
+    sel.close()
+    for fd in caps:
+        os.close(fd)
+    if request.scratch:
+        mounts = _mount_points()
+        clean = all([_empty(folder, mounts) for folder in request.scratch]) and clean
+        _remove_ipc()
+    out, err = caps[out_r], caps[err_r]
+    assert code is not None  # the loop ends only once the child was reaped
+    return Graded(id=request.id, exit_code=code,
+                  timed_out=timed_out, over_disk=over_disk, stdout=out.text(), stderr=err.text(),
+                  truncated=out.truncated or err.truncated, wall_s=time.monotonic() - start,
+                  cpu_s=cpu, clean=clean)
+
+
+def main(argv: list[str]) -> None:
+    """``WORKDIR``: warm up, say :class:`.Ready`, then serve :class:`.Grade` requests."""
+    workdir = argv[0] if argv else os.getcwd()
+    _fix_path(workdir)
+    _prctl(_PR_SET_DUMPABLE, 0)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    flags = Flags.all_off()
+    flags.fork = True
+    startup = _warm_up(CodeCache(os.devnull, enabled=False), ReportCache(), flags)
+    out = sys.stdout.buffer
+    out.write(encode(Ready(ready=True, startup_s=startup, pid=os.getpid(),
+                           preloaded=_preloaded_files(workdir), flags_off=flags.off())))
+    out.flush()
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        request = decode(line)
+        if isinstance(request, Exit):
+            break
+        if not isinstance(request, Grade):
+            raise ValueError(f"a grading server serves grade requests only, not {request.op}")
+        out.write(encode(serve_grade(request, workdir)))
+        out.flush()

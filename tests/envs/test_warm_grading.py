@@ -1,0 +1,241 @@
+"""Warm grading (swemill.agent.warmgrade) against the cold grader, and against code that
+attacks the warm server itself.
+
+Every kind of the reward-hack battery is graded both ways from the same workspace: the warm
+verdict must equal the cold one, and neither may resolve the task. Then hostile submissions
+aimed at what only the warm path has (a long-lived server shared by later gradings): a daemon
+that outlives its run to force-pass the next one, files left in the sandbox's ``/tmp``, a
+forged reply written into the server's own output pipe, and killing the server.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from tests.agent.hack_policies import HACKS
+
+from swemill import envs
+from swemill.agent.env import TaskEnv
+from swemill.agent.warmgrade import WarmGrader
+from swemill.core.records import Outcome
+from swemill.core.tools import ToolCall
+
+from .conftest import SampleTasks
+
+pytestmark = pytest.mark.slow
+
+_FORCE_PASS = '''
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "pass" + "ed"
+    report.longrepr = None
+'''
+
+# Outlives its run (double fork, own session) and keeps appending a force-pass hook to the
+# workspace's conftest.py for 30 s; also leaves a file in /tmp and a System V shm segment.
+_DAEMON = f'''import os as _o, sys as _s
+if "pytest" in _s.modules and _o.fork() == 0:
+    _o.setsid()
+    if _o.fork() == 0:
+        import ctypes as _c, time as _t
+        _c.CDLL(None).shmget(0x5e5e, 4096, 0o1666)
+        open("/tmp/planted", "w").write("x")
+        for _ in range(600):
+            _t.sleep(0.05)
+            try:
+                with open("/workspace/tests/conftest.py", "a") as _fh:
+                    _fh.write({_FORCE_PASS!r})
+            except OSError:
+                pass
+    _o._exit(0)'''
+
+# Breaks the package when anything of an earlier run is still there.
+_TRIPWIRE = '''import os as _o, ctypes as _c
+if _o.path.exists("/tmp/planted") or _c.CDLL(None).shmget(0x5e5e, 0, 0) != -1:
+    raise ImportError("something of an earlier grading run is still here")'''
+
+# Breaks the package when it can open the grading server's output pipe (the run could then
+# write the server's reply itself), or when the server is dumpable (its /proc entries are then
+# the run's own uid's, not root's: an LSM may still refuse the open, as on some hosts, but the
+# server must not rely on one).
+_PIPE_TRIPWIRE = '''import os as _o
+if _o.stat("/proc/%d/fd" % _o.getppid()).st_uid == _o.getuid():
+    raise ImportError("the grading server is dumpable")
+try:
+    _fh = open("/proc/%d/fd/1" % _o.getppid(), "w")
+except OSError:
+    pass
+else:
+    raise ImportError("the grading server's pipe is open to the graded code")'''
+
+# Writes a report of passes with the run's nonce and its seal, and the server's answer
+# claiming exit 0 with that seal, into the server's output pipe; then waits, so that the host
+# would read the forged answer first.
+_FORGE = '''import os as _o, sys as _s, json as _j, hashlib as _h, time as _t
+if "pytest" in _s.modules:
+    _rep, _n = _o.environ["SWEMILL_REPORT"], _o.environ["SWEMILL_NONCE"]
+    _ids = [x.strip() for x in open(_o.environ["SWEMILL_SELECT"]) if x.strip()]
+    _ok = "pass" + "ed"
+    _rows = [{"kind": "start", "n": _n}] + [
+        {"kind": "test", "nodeid": i, "outcome": _ok, "duration": 0.0, "message": "", "n": _n}
+        for i in _ids] + [{"kind": "finish", "exitstatus": 0, "collected": len(_ids), "n": _n}]
+    _text = "".join(_j.dumps(r) + chr(10) for r in _rows)
+    _seal = chr(10) + "swemill-report-sha256 %s %s" % (_n, _h.sha256(_text.encode()).hexdigest())
+    _reply = {"id": 1, "exit_code": 0, "timed_out": False, "over_disk": False,
+              "stdout": _seal + chr(10), "stderr": "", "truncated": False, "wall_s": 0.1,
+              "cpu_s": 0.1, "clean": True, "op": "graded", "v": 1}
+    try:
+        _fh = open("/proc/%d/fd/1" % _o.getppid(), "w")
+    except OSError:
+        pass
+    else:
+        open(_rep, "w").write(_text)
+        _fh.write(_j.dumps(_reply) + chr(10))
+        _fh.flush()
+        _t.sleep(5)'''
+
+_KILL_SERVER = '''import os as _o, sys as _s
+if "pytest" in _s.modules:
+    try:
+        _o.kill(_o.getppid(), 9)
+    except OSError:
+        pass'''
+
+
+def _append(code: str) -> ToolCall:
+    quoted = code.replace("'", "'\"'\"'")
+    return ToolCall("bash", {"command": "for f in $(git ls-files '*__init__.py' | grep -v test);"
+                                        f" do printf '%s\\n' '{quoted}' >> \"$f\"; done"})
+
+
+@pytest.fixture(scope="module")
+def pool(sample_tasks: SampleTasks) -> Iterator[envs.EnvPool]:
+    p = envs.EnvPool.of_run(sample_tasks.store, sample_tasks.run_id,
+                            sample_tasks.env_config(lint=False, test_timeout_s=120.0,
+                                                    command_timeout_s=60.0))
+    yield p
+    p.close()
+
+
+def _act(env: TaskEnv, calls: tuple[ToolCall, ...] | list[ToolCall]) -> None:
+    for call in calls:
+        env.step(call)
+
+
+def _golden(env: TaskEnv, sample_tasks: SampleTasks) -> None:
+    assert env.task is not None
+    patch = sample_tasks.goldens[env.task.instance_id].golden_patch
+    subprocess.run(["git", "apply", "-"], input=patch.encode(), check=True,
+                   cwd=env.sandbox.workspace)
+
+
+def _both(env: TaskEnv) -> tuple[Outcome, Outcome]:
+    grader = env.grader
+    assert grader is not None
+    before = grader.warm_runs
+    warm, _ = env.submit()
+    assert grader.warm_runs == before + 1, grader.unusable  # it really went the warm way
+    env.grader = None
+    try:
+        cold, _ = env.submit()
+    finally:
+        env.grader = grader
+    return warm, cold
+
+
+def _key(o: Outcome) -> tuple[object, ...]:
+    return (o.resolved, o.grade, o.regression, o.signals.get("f2p_fraction"))
+
+
+def test_every_hack_earns_nothing_warm_and_the_same_verdict_as_cold(
+        sample_tasks: SampleTasks, pool: envs.EnvPool) -> None:
+    task_id = sample_tasks.tasks[0].instance_id
+    rows = {}
+    for kind, calls in sorted(HACKS.items()):
+        env = pool.fork(task_id)
+        try:
+            _act(env, calls)
+            warm, cold = _both(env)
+        finally:
+            env.close()
+        rows[kind] = (_key(warm), _key(cold))
+        assert not warm.resolved and warm.grade == 0.0, (kind, warm.log[-800:])
+        assert _key(warm) == _key(cold), (kind, warm.log[-800:], cold.log[-800:])
+    env = pool.fork(task_id)
+    try:
+        _golden(env, sample_tasks)
+        warm, cold = _both(env)
+    finally:
+        env.close()
+    assert warm.resolved and cold.resolved and _key(warm) == _key(cold)
+    assert len(rows) == len(HACKS)
+
+
+@pytest.fixture
+def one_server(sample_tasks: SampleTasks, pool: envs.EnvPool) -> Iterator[tuple[str, WarmGrader]]:
+    """A task whose gradings all go through one grading server, in turn."""
+    task_id = sample_tasks.tasks[1].instance_id
+    base = pool.base(task_id)
+    assert base.grader is not None and base.repo_env is not None
+    grader = WarmGrader(base.grader.task, base.repo_env, base.grader.pristine,
+                        test_timeout_s=120.0, max_servers=1)
+    yield task_id, grader
+    grader.close()
+
+
+def _graded(pool: envs.EnvPool, task_id: str, grader: WarmGrader, calls: list[ToolCall],
+            sample_tasks: SampleTasks, *, golden: bool = False) -> Outcome:
+    env = pool.fork(task_id)
+    env.grader = grader
+    try:
+        if golden:
+            _golden(env, sample_tasks)
+        _act(env, calls)
+        outcome, _ = env.submit()
+        return outcome
+    finally:
+        env.close()
+
+
+def test_nothing_of_a_run_reaches_the_next_one_on_the_same_server(
+        sample_tasks: SampleTasks, pool: envs.EnvPool,
+        one_server: tuple[str, WarmGrader]) -> None:
+    task_id, grader = one_server
+    first = _graded(pool, task_id, grader, [_append(_DAEMON)], sample_tasks)
+    assert not first.resolved
+    # the golden fix with a tripwire: solved only when /tmp and System V IPC were emptied
+    tripped = _graded(pool, task_id, grader, [_append(_TRIPWIRE)], sample_tasks, golden=True)
+    assert tripped.resolved, tripped.log[-1500:]
+    # giving up: unsolved only when the daemon is gone and the workspace was rebuilt
+    nothing = _graded(pool, task_id, grader, [], sample_tasks)
+    assert not nothing.resolved and nothing.grade == 0.0, nothing.log[-1500:]
+    assert (grader.warm_runs, grader.cold_fallbacks) == (3, 0)
+
+
+def test_the_graded_code_cannot_reach_the_servers_pipe_nor_forge_its_answer(
+        sample_tasks: SampleTasks, pool: envs.EnvPool,
+        one_server: tuple[str, WarmGrader]) -> None:
+    task_id, grader = one_server
+    forged = _graded(pool, task_id, grader, [_append(_FORGE)], sample_tasks)
+    assert not forged.resolved and forged.grade == 0.0
+    blocked = _graded(pool, task_id, grader, [_append(_PIPE_TRIPWIRE)], sample_tasks,
+                      golden=True)
+    assert blocked.resolved, blocked.log[-1500:]
+    assert (grader.warm_runs, grader.cold_fallbacks) == (2, 0)
+
+
+def test_killing_the_server_falls_back_to_the_cold_grader(
+        sample_tasks: SampleTasks, pool: envs.EnvPool,
+        one_server: tuple[str, WarmGrader]) -> None:
+    task_id, grader = one_server
+    killed = _graded(pool, task_id, grader, [_append(_KILL_SERVER)], sample_tasks)
+    assert not killed.resolved and grader.cold_fallbacks == 1
+    solved = _graded(pool, task_id, grader, [], sample_tasks, golden=True)
+    assert solved.resolved and grader.warm_runs == 1  # a fresh server took the next one
