@@ -198,3 +198,24 @@ def test_a_reply_billed_above_its_reservation_is_booked_and_stops_the_calls(
     assert len(srv.requests) == 1 and len(cands) == 1  # the one call, then nothing fits
     assert b.overrun_usd > 0.49 and b.spent_usd == pytest.approx(0.50)
     assert st.report.skipped["over_budget"] == 1 and st.report.cost_usd == pytest.approx(0.50)
+
+
+def test_a_refusal_while_calls_are_in_flight_waits_for_them(tmp_path: Path) -> None:
+    """Eight workers, a ceiling that holds two worst cases at once but pays for several calls
+    one after another: refused reservations wait for the calls in flight instead of ending
+    the strategy while money is left."""
+    repo = _many_functions(tmp_path / "many", 40)
+    with FakeOpenAIServer(bug_writer_script(repo.root, ["edit"]), price_in=10.0,
+                          price_out=10.0) as srv:
+        writer = _writer(srv, workers=8, price="10,10", max_tokens=256, max_usd=0.025)
+        st = LmModifyStrategy(writer=writer, max_context_chars=2000)
+        worst = writer.policy.worst_case_cost(
+            st._job(repo, "lib.py", (repo.root / "lib.py").read_text(),
+                    function_spans("lib.py", (repo.root / "lib.py").read_text())[0],
+                    []).messages, [])
+        cands = list(st.candidates(repo))
+    assert 2 * worst < 0.025 < 3 * worst  # two calls fit at once, three do not
+    b = writer.budget
+    assert writer.calls >= 4 and len(cands) == writer.calls  # more than fit at once
+    assert b.spent_usd <= 0.025 < b.spent_usd + worst and b.reserved_usd == 0
+    assert st.report.skipped["over_budget"] == 1  # one refusal, with nothing in flight

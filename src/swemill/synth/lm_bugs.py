@@ -11,9 +11,11 @@ reason and becomes a dropped row of ``candidates/``. A rewrite whose every selec
 passes is dropped by validation as ``rewrite_passes_tests`` (no bug).
 
 Calls run ``BugWriter.workers`` at a time, ahead of validation, each reserved against the
-run's :class:`~swemill.policies.budget.Budget` and settled at its real cost; once the budget
-refuses one, no further call starts and the strategy ends with what it has. Every call counts
-against the strategy's ``max_candidates``.
+run's :class:`~swemill.policies.budget.Budget` and settled at its real cost. A reservation
+refused while other calls are in flight (their worst cases hold the money) is tried again
+when one settles, with fewer calls at once; refused with none in flight, the budget is spent:
+no further call starts and the strategy ends with what it has. Every function asked about
+counts against the strategy's ``max_candidates``.
 """
 
 from __future__ import annotations
@@ -140,20 +142,31 @@ class _LmStrategy:
         calls0, cost0 = w.calls, w.cost_usd
         ex = ThreadPoolExecutor(w.workers, thread_name_prefix=self.name)
         pending: deque[Future[_Outcome]] = deque()
+        retry: deque[_Job] = deque()
         asked = self._failed = 0
+        cap = w.workers
         self._stop = False
         try:
             while True:
-                while not self._stop and len(pending) < w.workers and (
-                        limit is None or asked < limit):
-                    job = next(jobs, None)
+                while not self._stop and len(pending) < cap:
+                    if retry:
+                        job: _Job | None = retry.popleft()
+                    elif limit is None or asked < limit:
+                        job, asked = next(jobs, None), asked + 1
+                    else:
+                        job = None
                     if job is None:
                         break
                     pending.append(ex.submit(self._ask, job))
-                    asked += 1
                 if not pending:
                     return
-                cand = self._settle(repo, pending.popleft().result())
+                out = pending.popleft().result()
+                if out.over_budget and pending:  # calls in flight hold the money: fewer
+                    retry.append(out.job)        # at once, this one again when one settles
+                    cap = len(pending)
+                    continue
+                cap = min(w.workers, cap + 1)
+                cand = self._settle(repo, out)
                 if cand is not None:
                     self.report.yielded += 1
                     yield cand
