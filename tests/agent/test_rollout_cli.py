@@ -13,6 +13,7 @@ import pytest
 from swemill.core.records import Task, Trajectory
 from swemill.store import Store
 from swemill.store.layout import shard_name
+from swemill.validate.difficulty import LABELS, TaskDifficulty
 
 from .conftest import SampleTasks
 
@@ -45,6 +46,19 @@ def test_rollout_from_another_root_writes_the_run_there(sample_tasks: SampleTask
     assert len(store.read_records("tasks", sample_tasks.run_id, Task)) == len(sample_tasks.tasks)
     [traj] = store.read_records("trajectories", sample_tasks.run_id, Trajectory)
     assert traj.outcome is not None and traj.outcome.grade == 1.0
+    # one task rolled out (the oracle solves it: easy), the others labelled by their proxies
+    rows = {d.instance_id: d for d in store.read_records("difficulty", sample_tasks.run_id,
+                                                         TaskDifficulty)}
+    assert len(rows) == len(sample_tasks.tasks) and summary["difficulty"]["measured"] == 1
+    assert sum(summary["difficulty"].get(k, 0) for k in LABELS) == len(sample_tasks.tasks)
+    solved = rows[traj.task_id or ""]
+    assert (solved.label, solved.label_source, solved.solve_rate, solved.policy) == (
+        "easy", "rollouts", 1.0, "oracle")
+    for task in sample_tasks.tasks:
+        if task.instance_id != traj.task_id:
+            row = rows[task.instance_id]
+            assert (row.label_source, row.samples, row.solve_rate) == ("proxies", 0, None)
+            assert row.label == task.metadata["difficulty"]["label"]
     again = _swemill(sample_tasks.cache, "--tasks", sample_tasks.run_id, "--policy", "oracle",
                      "--out", str(out), "--max-tasks", "1")
     _one_error_line(again, "--resume")

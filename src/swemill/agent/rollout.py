@@ -66,6 +66,8 @@ class RolloutResult:
     """Spent by this invocation (settled costs; never more than ``max_usd``)."""
     solve_rates: dict[str, float | None] = field(default_factory=dict)
     divergence_rate: float | None = None
+    difficulty: dict[str, int] = field(default_factory=dict)
+    """Tasks per label in the run's ``difficulty/`` table, and ``measured`` (by rollouts)."""
     stopped: bool = False
     budget: dict[str, Any] = field(default_factory=dict)
 
@@ -330,7 +332,10 @@ def _finish(store: Store, run_id: str, config: RolloutConfig, result: RolloutRes
     counts["stopped_budget"] = result.shards_stopped
     result.trajectories, result.pairs = counts["trajectories"], counts["pairs"]
     result.divergence_rate = divergent / points if points else None
-    counts["difficulty_rows"] = write_difficulty(store, run_id, stats)
+    labels = write_difficulty(store, run_id, stats)
+    counts["difficulty_rows"] = len(labels)
+    result.difficulty = dict(Counter(d.label for d in labels))
+    result.difficulty["measured"] = sum(d.label_source == "rollouts" for d in labels)
     result.counts = dict(counts)
     manifest = (store.read_manifest(run_id) if store.exists(manifest_key(run_id))
                 else RunManifest(run_id=run_id, command="rollout"))

@@ -170,6 +170,11 @@ def _print(r: Any) -> None:
               highlight=False)
     if r.divergence_rate is not None:
         out.print(f"divergence rate {r.divergence_rate:.2f}", highlight=False)
+    if r.difficulty:
+        d = r.difficulty
+        out.print(f"difficulty: easy {d.get('easy', 0)}, medium {d.get('medium', 0)}, hard "
+                  f"{d.get('hard', 0)} ({d.get('measured', 0)} by solve rate, the rest by "
+                  f"proxies; difficulty/run_id={r.run_id}/)", highlight=False)
     if r.shards_skipped:
         out.print(f"{r.shards_skipped} shard(s) already complete (--resume)")
     if r.stopped:

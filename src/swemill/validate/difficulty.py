@@ -198,7 +198,8 @@ def difficulty_rows(tasks: Iterable[Task], goldens: Mapping[str, Golden],
     return rows
 
 
-def write_difficulty(store: Store, run_id: str, stats: Mapping[str, SolveStats]) -> int:
+def write_difficulty(store: Store, run_id: str,
+                     stats: Mapping[str, SolveStats]) -> list[TaskDifficulty]:
     """(Re)write the run's whole ``difficulty/`` table from its tasks, goldens and ``stats``
     (every rolled-out task's, recomputed from the rollout records); returns its rows."""
     tasks = store.read_records("tasks", run_id, Task)
@@ -207,7 +208,7 @@ def write_difficulty(store: Store, run_id: str, stats: Mapping[str, SolveStats])
     rows = difficulty_rows(tasks, goldens, stats)
     if rows:
         store.write_records(DIFFICULTY_STAGE, run_id, shard_name(0, 1), rows)
-    return len(rows)
+    return rows
 
 
 def load_difficulty(store: Store, run_id: str,
