@@ -57,6 +57,10 @@ def register(app: typer.Typer) -> None:
         bug_writer: Annotated[str | None, typer.Option(
             "--bug-writer", help="Policy spec of the model that writes the lm-modify / "
                                  "lm-rewrite bugs (spends from --max-usd).")] = None,
+        price: Annotated[str | None, typer.Option(
+            "--price", help="IN,OUT dollars per million tokens of the models the build calls "
+                            "(bug writer, rollout policies) where the price table does not know "
+                            "them ('0,0' for a free local server).")] = None,
         allow_contaminated: AllowContaminated = False,
         emit: Annotated[list[str] | None, typer.Option(
             "--emit", help="Extra tables: 'wm' for world-model tuples.")] = None,
@@ -90,7 +94,7 @@ def register(app: typer.Typer) -> None:
             "emit_wm": True if extra else None,
             "allow_contaminated": True if allow_contaminated else None,
             "suite_timeout_s": suite_timeout, "repeat": repeat, "audit": audit,
-            "issue_writer": issue_writer, "bug_writer": bug_writer}
+            "issue_writer": issue_writer, "bug_writer": bug_writer, "price": price}
         given = {k: v for k, v in flags.items() if v is not None}
         if resume and (fixed := sorted(set(given) - RUNTIME_SETTINGS)):
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)

@@ -63,6 +63,10 @@ class BuildConfig(BaseModel):
     bug_writer: str | None = None
     """Policy spec that writes the ``lm-modify`` / ``lm-rewrite`` bugs
     (``TasksConfig.bug_writer``); its calls spend from ``max_usd`` before the rollouts do."""
+    price: str | None = None
+    """``IN,OUT`` dollars per million tokens of the models this build calls (the bug writer
+    and the rollout policies) where the price table does not know them; ``0,0`` for a free
+    local server. Needed with ``max_usd`` for such models."""
     emit_wm: bool = False
     """Also write world-model tuples to ``corpus/wm/``."""
     allow_contaminated: bool = False
@@ -74,6 +78,18 @@ class BuildConfig(BaseModel):
         if value is not None and split_spec(value)[0] not in REGISTRY:
             raise ValueError(f"unknown policy spec {value!r}: the prefix must be one of "
                              f"{', '.join(sorted(REGISTRY))}")
+        return value
+
+    @field_validator("price")
+    @classmethod
+    def _price(cls, value: str | None) -> str | None:
+        if value is not None:
+            from swemill.policies.prices import parse_price
+
+            try:
+                parse_price(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from exc
         return value
 
     @field_validator("policies")

@@ -103,7 +103,7 @@ def tasks(ctx: StageContext) -> dict[str, int]:
                      strategies=list(c.strategies) if c.strategies else None,
                      executor=c.executor, suite_timeout_s=c.suite_timeout_s,
                      repeat=c.repeat, audit=c.audit, problem_writer=c.issue_writer,
-                     bug_writer=c.bug_writer, max_usd=c.max_usd)
+                     bug_writer=c.bug_writer, max_usd=c.max_usd, price=c.price)
     result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, resume=ctx.resume,
                        progress=_progress(ctx))
     if result.audit_rejected:
@@ -131,7 +131,7 @@ def rollouts(ctx: StageContext) -> dict[str, int]:
         max_usd = max(0.0, max_usd - float(written.get("cost_usd", 0.0)))
     config = _config(RolloutConfig, policy=",".join(c.policies), samples=c.samples,
                      workers=c.workers, seed=c.seed, max_usd=max_usd, backend=c.backend,
-                     executor=c.executor)
+                     executor=c.executor, price=c.price)
     result = run_rollouts(ctx.store, ctx.run_id, config, run_id=ctx.run_id, resume=ctx.resume,
                           progress=_progress(ctx))
     if result.stopped:  # the dollar budget ran out: the corpus is built from what was paid for

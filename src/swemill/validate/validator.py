@@ -206,8 +206,8 @@ def _one_strategy(run: RunState, pool: WorkerPool, view: RepoView, name: str, qu
     written = accepted[:quota]
     fed = _fed(run, accepted) if "combine" in config.strategies and name != "combine" else []
     report = strategy.report
-    if report.calls:  # a model's answers validated past the counted prefix, counted too
-        report.skipped["not_needed"] += report.yielded - len(stream.checked)
+    if report.calls and report.yielded > len(stream.checked):  # a model's answers validated
+        report.skipped["not_needed"] += report.yielded - len(stream.checked)  # past the prefix
     y = StrategyYield(candidates=len(stream.checked) + len(report.refused), tasks=len(written),
                       valid=len(accepted), drops=dict(Counter(
                           [c.reason for c in stream.checked if not c.verdict.accepted]
