@@ -45,7 +45,7 @@ def test_build_passes_the_bug_writer_and_splits_the_budget(cli, build_cache: Pat
     assert m.metadata["bug_writer"]["calls"] == n_requests and 0 < spent < 1
     assert m.cost_usd == pytest.approx(spent)  # the oracle's rollouts cost nothing
     assert m.metadata["rollouts"]["config"]["max_usd"] == pytest.approx(1 - spent)
-    assert m.config["bug_writer"].startswith("openai:fake-writer@")
+    assert m.config["tasks"]["bug_writer"].startswith("openai:fake-writer@")
 
 
 def test_build_refuses_a_bad_price_in_one_line(cli, tmp_path: Path) -> None:

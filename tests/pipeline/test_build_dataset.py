@@ -59,7 +59,7 @@ def test_the_run_is_complete_and_described(sample_build) -> None:
     assert states == {s.name: "complete" for s in STAGES}
     assert set(m["timings_s"]) >= {s.name for s in STAGES}
     config = BuildConfig.from_manifest(m["config"])
-    assert config.max_tasks == 3 and config.policies == ("oracle", "noisy-oracle:1.0")
+    assert config.tasks.max_tasks == 3 and config.policies == ("oracle", "noisy-oracle:1.0")
     assert m["config_hash"] == config.hash()
     assert sorted(m["policies"]) == ["noisy-oracle:1.0", "oracle"]
     assert m["license_tiers"] and set(m["license_tiers"]) <= {"redistributable"}

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from swemill.core.errors import ConfigError
-from swemill.pipeline import BuildEvent, run_build
+from swemill.core.errors import ConfigError, StoreError
+from swemill.core.records import Baseline, CandidateRecord
+from swemill.pipeline import BuildConfig, BuildEvent, run_build
 from swemill.store import Store
 
 
@@ -51,3 +52,29 @@ def test_a_new_run_must_start_with_the_gate(tmp_path: Path) -> None:
 def test_unknown_stage_name(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown stage 'train'"):
         run_build(None, str(tmp_path / "root"), stages=["train"])
+
+
+@pytest.mark.slow
+def test_the_tasks_stage_takes_the_baseline_the_env_stage_recorded(cache: Path,
+                                                                    tmp_path: Path) -> None:
+    """The tasks stage reads the verdict and the baseline back from the store instead of
+    running the suite again: a recorded coverage map narrowed to one function (the cached
+    baseline next to the environment still has all of them) aims every candidate at it."""
+    root = str(tmp_path / "root")
+    config = BuildConfig(max_tasks=1, strategies=("procedural",), workers=2, audit=0)
+    run = run_build(None, root, config, stages=["gate", "env"]).run_id
+    store = Store.open(root)
+    (env_dir,) = store.list_keys("envs")
+    key = f"envs/{env_dir}/baseline.json"
+    recorded = Baseline.model_validate(store.read_json(key))
+    store.write_json(key, recorded.model_copy(update={"env_key": "someone+else@0123456789ab"})
+                     .model_dump(mode="json"))
+    with pytest.raises(StoreError, match="recorded baseline is of someone\\+else"):
+        run_build(None, root, resume=True, run_id=run, stages=["tasks"])
+    target, tests = max(recorded.coverage.items(), key=lambda kv: len(kv[1]))
+    narrowed = recorded.model_copy(update={"coverage": {target: tests}})
+    store.write_json(key, narrowed.model_dump(mode="json"))
+    run_build(None, root, resume=True, run_id=run, stages=["tasks"])
+    rows = store.read_records("candidates", run, CandidateRecord)
+    assert len(recorded.coverage) > 10 and rows
+    assert {f"{r.file}::{r.symbol}" for r in rows} == {target}

@@ -6,9 +6,13 @@ import json
 
 import pytest
 
+from swemill.agent.rollout_config import RolloutConfig
 from swemill.core.errors import ConfigError
+from swemill.corpus.assemble import CorpusConfig
 from swemill.pipeline import STAGES, BuildConfig, stage_named
+from swemill.pipeline.config import FLAGS, RUNTIME_SETTINGS
 from swemill.pipeline.stages import StageContext
+from swemill.validate.tasks_config import TasksConfig
 
 
 def test_order_is_the_build_order() -> None:
@@ -56,11 +60,12 @@ def test_unknown_stage_is_one_clear_error() -> None:
         stage_named("train")
 
 
-def test_config_hash_ignores_workers_only() -> None:
+def test_config_hash_ignores_runtime_settings_only() -> None:
     base = BuildConfig()
-    assert base.hash() == base.model_copy(update={"workers": 9}).hash()
+    assert base.hash() == BuildConfig(workers=9, executor="ray", suite_timeout_s=30).hash()
     assert base.hash() != BuildConfig(seed=1).hash()
     assert base.hash() != BuildConfig(policies=("oracle",)).hash()
+    assert base.hash() != BuildConfig(tasks=TasksConfig(near_misses=0)).hash()
     assert BuildConfig.from_manifest(base.resolved()) == base
 
 
@@ -68,8 +73,46 @@ def test_defaults_are_the_scripted_pair() -> None:
     assert BuildConfig().policies == ("oracle", "noisy-oracle:0.5")
 
 
+def test_one_set_of_defaults() -> None:
+    """A build nests the stages' own configs: what it does not set is what the stage alone
+    would do (the build chooses only its teachers, as RolloutConfig has none)."""
+    built = BuildConfig()
+    assert built.tasks == TasksConfig()
+    assert built.corpus == CorpusConfig()
+    assert built.rollouts == RolloutConfig(policy="oracle,noisy-oracle:0.5", samples=4)
+
+
+def test_flags_set_every_field_they_name() -> None:
+    c = BuildConfig(workers=3, seed=7, max_tasks=2, holdout=0.2, executor="ray",
+                    policies=("oracle",), emit_wm=True, issue_writer="oracle")
+    assert (c.tasks.workers, c.rollouts.workers) == (3, 3)
+    assert (c.tasks.seed, c.rollouts.seed, c.corpus.split.seed) == (7, 7, 7)
+    assert (c.tasks.executor, c.rollouts.executor) == ("ray", "ray")
+    assert c.tasks.max_tasks == 2 and c.corpus.split.holdout_fraction == 0.2
+    assert c.rollouts.policy == "oracle" and c.rollouts.samples == 4 and c.corpus.emit_wm
+    assert c.tasks.problem_writer == "oracle"
+    assert set(FLAGS) >= {"workers", "seed", "max_tasks", *RUNTIME_SETTINGS}
+    # a nested value and a flag together: both apply
+    both = BuildConfig(tasks=TasksConfig(near_misses=0), max_tasks=2)
+    assert (both.tasks.near_misses, both.tasks.max_tasks) == (0, 2)
+
+
+def test_a_build_recorded_with_flat_settings_is_read() -> None:
+    """Manifests written before the configs were nested name the flags at the top level."""
+    old = {"policies": ["oracle", "noisy-oracle:1.0"], "samples": 2, "max_tasks": 3,
+           "strategies": ["procedural"], "workers": 2, "seed": 5, "max_usd": None,
+           "executor": "local", "backend": "auto", "suite_timeout_s": None, "repeat": 3,
+           "audit": None, "holdout": 0.1, "issue_writer": None, "emit_wm": False,
+           "allow_contaminated": False}
+    c = BuildConfig.from_manifest(old)
+    assert c.policies == ("oracle", "noisy-oracle:1.0") and c.rollouts.samples == 2
+    assert c.tasks.strategies == ["procedural"] and c.tasks.max_tasks == 3
+    assert (c.tasks.seed, c.rollouts.seed, c.corpus.split.seed) == (5, 5, 5)
+
+
 @pytest.mark.parametrize("bad", [{"policies": ()}, {"samples": 0}, {"holdout": 1.0},
-                                 {"backend": "vm"}, {"colour": "red"}])
+                                 {"backend": "vm"}, {"colour": "red"}, {"policies": ("gpt4",)},
+                                 {"tasks": {"strategies": ["fuzz"]}}])
 def test_bad_settings_are_refused(bad: dict) -> None:
     with pytest.raises(ValueError):
         BuildConfig(**bad)

@@ -28,7 +28,7 @@ def run_stage(name: str, store: Store, run_id: str, source: str, *,
     if executor is not None and executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}: {', '.join(EXECUTORS)}")
     resume = store.exists(manifest_key(check_run_id(run_id)))
-    config = BuildConfig(executor=executor) if executor else None  # type: ignore[arg-type]
+    config = BuildConfig.from_flags(executor=executor) if executor else None
     result = run_build(None if resume else source, store.url, config, resume=resume,
                        run_id=run_id, stages=[name], store=store)
     return None if name in result.skipped else result.summaries.get(name)

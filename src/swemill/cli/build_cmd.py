@@ -6,18 +6,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from swemill.cli import options as opt
 from swemill.cli._common import emit_json
 from swemill.cli.display import StageDisplay
-from swemill.cli.options import (
-    AllowContaminated,
-    Audit,
-    Executor,
-    JsonOut,
-    MaxUsd,
-    Out,
-    Repeat,
-    SuiteTimeout,
-)
 
 if TYPE_CHECKING:
     from swemill.pipeline import BuildConfig, BuildResult
@@ -29,7 +20,7 @@ def register(app: typer.Typer) -> None:
         source: Annotated[str | None, typer.Argument(
             help="A directory, git URL, pypi:NAME==VER or 'sample' (default: the bundled "
                  "sample repository, scripted policies, no network).")] = None,
-        out: Out = "",
+        out: opt.Out = "",
         policy: Annotated[list[str] | None, typer.Option(
             "--policy", help="Policy spec, repeatable (default: oracle and noisy-oracle:0.5).")]
         = None,
@@ -43,14 +34,15 @@ def register(app: typer.Typer) -> None:
                                  "lm-rewrite (default: the first three).")] = None,
         workers: Annotated[int | None, typer.Option(
             "--workers", min=1,
-            help="Parallel workers for validation and rollouts (default 2).")] = None,
+            help="Parallel workers for validation and for rollouts (default: the stages' "
+                 "own, one per CPU and 1).")] = None,
         seed: Annotated[int | None, typer.Option(
             "--seed", help="Seed of every random choice (default 0).")] = None,
-        executor: Executor = None,
-        suite_timeout: SuiteTimeout = None,
-        repeat: Repeat = None,
-        audit: Audit = None,
-        max_usd: MaxUsd = None,
+        executor: opt.Executor = None,
+        suite_timeout: opt.SuiteTimeout = None,
+        repeat: opt.Repeat = None,
+        audit: opt.Audit = None,
+        max_usd: opt.MaxUsd = None,
         issue_writer: Annotated[str | None, typer.Option(
             "--issue-writer", help="Policy spec that writes the tasks' statements from the "
                                    "failing tests' evidence (default: the template).")] = None,
@@ -61,7 +53,8 @@ def register(app: typer.Typer) -> None:
             "--price", help="IN,OUT dollars per million tokens of the models the build calls "
                             "(bug writer, rollout policies) where the price table does not know "
                             "them ('0,0' for a free local server).")] = None,
-        allow_contaminated: AllowContaminated = False,
+        allow_contaminated: opt.AllowContaminated = False,
+        recipe: opt.Recipe = None,
         emit: Annotated[list[str] | None, typer.Option(
             "--emit", help="Extra tables: 'wm' for world-model tuples.")] = None,
         resume: Annotated[bool, typer.Option(
@@ -74,7 +67,7 @@ def register(app: typer.Typer) -> None:
         stage: Annotated[list[str] | None, typer.Option(
             "--stage", help="Run only this stage (repeatable; for orchestrators): gate, env, "
                             "tasks, rollouts, corpus, report.")] = None,
-        json_out: JsonOut = False,
+        json_out: opt.JsonOut = False,
     ) -> None:
         """Gate -> env -> tasks -> rollouts -> corpus -> report, into one run under ROOT."""
         from swemill.cli._common import fail
@@ -94,7 +87,8 @@ def register(app: typer.Typer) -> None:
             "emit_wm": True if extra else None,
             "allow_contaminated": True if allow_contaminated else None,
             "suite_timeout_s": suite_timeout, "repeat": repeat, "audit": audit,
-            "issue_writer": issue_writer, "bug_writer": bug_writer, "price": price}
+            "issue_writer": issue_writer, "bug_writer": bug_writer, "price": price,
+            "recipe": recipe}
         given = {k: v for k, v in flags.items() if v is not None}
         if resume and (fixed := sorted(set(given) - RUNTIME_SETTINGS)):
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)
@@ -118,10 +112,12 @@ def _config(given: dict[str, Any]) -> BuildConfig:
     from swemill.pipeline import BuildConfig
 
     try:
-        return BuildConfig(**given)
+        return BuildConfig.from_flags(**given)
     except ValidationError as exc:
         err = exc.errors()[0]
-        fail(f"invalid setting {'.'.join(map(str, err['loc']))}: {err['msg']}")
+        where = ".".join(map(str, err["loc"]))
+        what = str(err["msg"]).removeprefix("Value error, ")
+        fail(f"invalid setting {where}: {what}" if where else what)
 
 
 def _print_summary(result: BuildResult) -> None:

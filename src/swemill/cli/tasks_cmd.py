@@ -71,8 +71,9 @@ def generate(
     rows: Annotated[Path | None, typer.Option(
         "--rows", help="SWE-bench / SWE-smith rows (JSON, JSONL or Parquet) for 'rows'.")]
     = None,
-    max_tasks: Annotated[int, typer.Option(
-        "--max-tasks", min=1, help="Tasks to write in all, shared between strategies.")] = 20,
+    max_tasks: Annotated[int | None, typer.Option(
+        "--max-tasks", min=1, help="Tasks to write in all, shared between strategies "
+        "(default 4).")] = None,
     workers: Annotated[int | None, typer.Option(
         "--workers", min=1, help="Parallel validation workers (default: CPU count).")]
     = None,
@@ -154,7 +155,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
 
 
-def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | None, seed: int,
+def _config(strategies: str, rows: Path | None, max_tasks: int | None, workers: int | None,
+            seed: int,
             audit: int | None, allow_contaminated: bool, backend: str, executor: str = "local",
             suite_timeout: float | None = None, recipe: Path | None = None,
             repeat: int = 3, near_misses: int = 2, issue_writer: str | None = None, *,
@@ -172,6 +174,7 @@ def _config(strategies: str, rows: Path | None, max_tasks: int, workers: int | N
         "commit_envs": commit_envs,
         **{k: v for k, v in (model or {}).items() if v is not None},
     }
+    opts = {k: v for k, v in opts.items() if v is not None}  # else TasksConfig's default
     if workers is not None:
         opts["workers"] = workers
     if rows is not None and "rows" not in opts["strategies"]:

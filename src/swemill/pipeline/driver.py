@@ -26,7 +26,7 @@ from swemill.core.records import RunManifest, utcnow
 from swemill.corpus.report import write_report
 from swemill.executors.aws_batch import AwsBatchExecutor
 from swemill.pipeline import manifest as mf
-from swemill.pipeline.config import RUNTIME_SETTINGS, SAMPLE_SOURCE, BuildConfig
+from swemill.pipeline.config import SAMPLE_SOURCE, BuildConfig
 from swemill.pipeline.stages import STAGES, Stage, StageContext, stage_named
 from swemill.repo.sources import require_portable
 from swemill.store import Store, new_run_id
@@ -114,17 +114,17 @@ def _resumed(store: Store, source: str | None, run_id: str | None,
         raise ConfigError(f"run {run_id} builds {manifest.source!r}, not {source!r}")
     config = BuildConfig.from_manifest(manifest.config)
     if given is not None:  # only settings given explicitly, and only runtime ones, apply
-        if fixed := sorted(given.model_fields_set - RUNTIME_SETTINGS):
-            raise ConfigError(f"run {run_id} resumes under its recorded settings; "
-                              f"{', '.join(fixed)} cannot change")
-        config = config.model_copy(update={k: getattr(given, k) for k in given.model_fields_set})
+        try:
+            config = config.with_runtime(given)
+        except ConfigError as exc:
+            raise ConfigError(f"run {run_id} resumes under its recorded settings; {exc}") from exc
     return manifest, config
 
 
 def _check_executor(config: BuildConfig, store: Store, source: str) -> None:
     """Settings a distributed executor needs, checked before any stage runs (the tasks
     stage would otherwise find them missing after the environment and the baseline)."""
-    if config.executor != "aws-batch":
+    if config.tasks.executor != "aws-batch":
         return
 
     AwsBatchExecutor.from_env(store)
@@ -138,10 +138,10 @@ def run_build(source: str | None, out: str, config: BuildConfig | None = None, *
     """Run the whole build over ``out`` (a path or ``s3://`` URL); see the module docstring.
 
     With ``resume`` the run's recorded config is used; ``config`` may only change the
-    :data:`RUNTIME_SETTINGS` it sets explicitly. ``stages`` runs only those stages (an
-    orchestrator's one step; every earlier stage must be complete); the run is ``complete``
-    once all stages are. Any :class:`SwemillError` marks the run ``failed`` and is raised
-    again.
+    runtime settings it sets explicitly (:data:`~swemill.pipeline.config.RUNTIME_SETTINGS`).
+    ``stages`` runs only those stages (an orchestrator's one step; every earlier stage must be
+    complete); the run is ``complete`` once all stages are. Any :class:`SwemillError` marks
+    the run ``failed`` and is raised again.
     """
     selected = _selected(stages)
     store = store or Store.open(out)

@@ -7,39 +7,30 @@ CLI shows). The stage list names them by dotted path, so listing the stages impo
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from swemill.agent.rollout import run_rollouts
-from swemill.agent.rollout_config import RolloutConfig
-from swemill.core.errors import ConfigError, CorpusError, ValidationError
+from swemill.core.errors import CorpusError, ValidationError
 from swemill.core.records import RunManifest
-from swemill.corpus.assemble import CorpusConfig
 from swemill.corpus.report import write_report
-from swemill.corpus.split import SplitConfig
 from swemill.corpus.stage import run_corpus
 from swemill.pipeline.manifest import update_manifest
 from swemill.pipeline.stages import StageContext
-from swemill.repo.envbuild import build_env
-from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
+from swemill.repo.gate import ensure_allowed
 from swemill.repo.sources import resolve_source
-from swemill.store.layout import env_prefix, gate_verdicts_key
-from swemill.suite.baseline import run_baseline
-from swemill.validate.tasks_config import TasksConfig
+from swemill.store.layout import gate_verdicts_key
+from swemill.validate.prepare import baseline_key, from_store, prepare_env, recipe_key
+from swemill.validate.prepare import gate as gate_source
 from swemill.validate.validator import run_tasks
 
 __all__ = ["gate", "env", "tasks", "rollouts", "corpus", "report"]
-
-M = TypeVar("M", bound=BaseModel)
 
 
 def gate(ctx: StageContext) -> dict[str, int]:
     ctx.say(f"resolving {ctx.source}")
     src = resolve_source(ctx.source)
     ctx.say(f"license and decontamination of {src.repo}")
-    verdict = gate_directory(src.path, source=ctx.source, repo=src.repo,
-                             policy=GatePolicy(allow_contaminated=ctx.config.allow_contaminated))
+    verdict = gate_source(src, ctx.source, ctx.config.tasks)
     ctx.store.write_jsonl(gate_verdicts_key(ctx.run_id), [verdict])
 
     def record(m: RunManifest) -> None:
@@ -60,12 +51,9 @@ def gate(ctx: StageContext) -> dict[str, int]:
 def env(ctx: StageContext) -> dict[str, int]:
     src = resolve_source(ctx.source)
     ctx.say(f"environment of {src.repo}@{src.commit[:12]} (uv)")
-    repo_env = build_env(src)
-    baseline = run_baseline(repo_env, backend=ctx.config.backend,
-                            suite_timeout=ctx.config.suite_timeout_s, step=ctx.say)
-    prefix = env_prefix(src.repo, src.commit)
-    ctx.store.write_json(f"{prefix}/recipe.json", repo_env.recipe.model_dump(mode="json"))
-    ctx.store.write_json(f"{prefix}/baseline.json", baseline.model_dump(mode="json"))
+    repo_env, baseline = prepare_env(src, ctx.config.tasks, ctx.say)
+    ctx.store.write_json(recipe_key(src), repo_env.recipe.model_dump(mode="json"))
+    ctx.store.write_json(baseline_key(src), baseline.model_dump(mode="json"))
     outcomes: dict[str, int] = {}
     for outcome in baseline.outcomes.values():
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
@@ -84,28 +72,11 @@ def env(ctx: StageContext) -> dict[str, int]:
     return {"tests": counts["tests"], "flaky": counts["flaky"]}
 
 
-def _config(cls: type[M], **values: Any) -> M:
-    """A stage's own config from the build's settings; a refusal is one ConfigError line."""
-    from pydantic import ValidationError
-
-    try:
-        return cls(**{k: v for k, v in values.items() if v is not None})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(map(str, err["loc"]))
-        raise ConfigError(f"{cls.__name__}: {where}: {err['msg']}") from exc
-
-
 def tasks(ctx: StageContext) -> dict[str, int]:
-    c = ctx.config
-    config = _config(TasksConfig, max_tasks=c.max_tasks, workers=c.workers, seed=c.seed,
-                     backend=c.backend, allow_contaminated=c.allow_contaminated,
-                     strategies=list(c.strategies) if c.strategies else None,
-                     executor=c.executor, suite_timeout_s=c.suite_timeout_s,
-                     repeat=c.repeat, audit=c.audit, problem_writer=c.issue_writer,
-                     bug_writer=c.bug_writer, max_usd=c.max_usd, price=c.price)
-    result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, resume=ctx.resume,
-                       progress=_progress(ctx))
+    config = ctx.config.tasks
+    prepared = from_store(ctx.source, ctx.store, ctx.run_id, config, ctx.say)
+    result = run_tasks(ctx.source, ctx.store, ctx.run_id, config, prepared=prepared,
+                       resume=ctx.resume, progress=_progress(ctx))
     if result.audit_rejected:
         first, why = next(iter(result.audit_rejected.items()))
         ctx.say(f"the audit removed {len(result.audit_rejected)} of {result.audited} audited "
@@ -124,18 +95,16 @@ def tasks(ctx: StageContext) -> dict[str, int]:
 
 
 def rollouts(ctx: StageContext) -> dict[str, int]:
-    c = ctx.config
-    max_usd = c.max_usd
-    if max_usd is not None and c.bug_writer:  # the bug writer spent from the same ceiling
+    config = ctx.config.rollouts
+    if config.max_usd is not None and ctx.config.tasks.bug_writer:
+        # the bug writer spent from the same ceiling: the rollouts get what it left
         written = ctx.store.read_manifest(ctx.run_id).metadata.get("bug_writer") or {}
-        max_usd = max(0.0, max_usd - float(written.get("cost_usd", 0.0)))
-    config = _config(RolloutConfig, policy=",".join(c.policies), samples=c.samples,
-                     workers=c.workers, seed=c.seed, max_usd=max_usd, backend=c.backend,
-                     executor=c.executor, price=c.price)
+        left = max(0.0, config.max_usd - float(written.get("cost_usd", 0.0)))
+        config = config.model_copy(update={"max_usd": left})
     result = run_rollouts(ctx.store, ctx.run_id, config, run_id=ctx.run_id, resume=ctx.resume,
                           progress=_progress(ctx))
     if result.stopped:  # the dollar budget ran out: the corpus is built from what was paid for
-        note = (f"--max-usd {c.max_usd} stopped the rollouts: {result.shards_stopped} task "
+        note = (f"--max-usd {config.max_usd} stopped the rollouts: {result.shards_stopped} task "
                 "shard(s) not rolled out")
         ctx.say(note)
         update_manifest(ctx.store, ctx.run_id,
@@ -145,12 +114,9 @@ def rollouts(ctx: StageContext) -> dict[str, int]:
 
 
 def corpus(ctx: StageContext) -> dict[str, int]:
-    c = ctx.config
     ctx.say("filter, scrub, dedup, split")
-    config = CorpusConfig(emit_wm=c.emit_wm,
-                          split=SplitConfig(holdout_fraction=c.holdout, seed=c.seed))
     try:
-        summary = run_corpus(ctx.store, ctx.run_id, config, resume=ctx.resume)
+        summary = run_corpus(ctx.store, ctx.run_id, ctx.config.corpus, resume=ctx.resume)
     except CorpusError as exc:
         counts = ctx.store.read_manifest(ctx.run_id).counts
         dups = sum(n for stage in ("corpus.sft", "corpus.dpo")

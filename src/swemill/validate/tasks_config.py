@@ -35,8 +35,9 @@ class TasksConfig(BaseModel):
     """SWE-bench / SWE-smith rows file for the ``rows`` strategy."""
     rows_repo: Path | None = None
     """A local clone holding the rows' base commits (default: the source's working copy)."""
-    max_tasks: int = Field(default=20, ge=1)
-    """Tasks to write in all, shared evenly between the strategies."""
+    max_tasks: int = Field(default=4, ge=1)
+    """Tasks to write in all, shared evenly between the strategies (the default is sized for
+    a first run, ``swemill tasks`` alone or in a build)."""
     max_candidates: int | None = Field(default=None, ge=1)
     """Candidates each strategy may validate at most (default: 8 per task asked of it)."""
     workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)

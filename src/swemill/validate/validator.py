@@ -1,7 +1,8 @@
 """``run_tasks``: a source in, validated SWE tasks out (``tasks/`` + ``golden/`` + snapshots).
 
 Steps: resolve and gate the source (a benchmark's repository is refused unless allowed; the
-license tier goes on every row), build the environment and the baseline (both cached), then
+license tier goes on every row), build the environment and the baseline (both cached; or take
+what ``swemill build``'s gate and env stages made, :mod:`swemill.validate.prepare`), then
 for each strategy generate candidates lazily and validate them on parallel workers (see
 :mod:`swemill.validate.pool` and :mod:`swemill.validate.check`); ``combine`` runs last, over
 the bugs the other strategies validated. Each strategy's rows are one shard, golden first
@@ -21,16 +22,10 @@ from swemill.core.progress import Progress, no_progress
 from swemill.core.records import CandidateRecord, Golden, RunManifest, Task, utcnow
 from swemill.executors import Executor
 from swemill.repo.commitenv import CommitEnvs
-from swemill.repo.envbuild import build_env
-from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
-from swemill.repo.recipe import load_recipe
-from swemill.repo.sources import resolve_source
 from swemill.sandbox import Limits
 from swemill.store import Store, schema_for_model
 from swemill.store.layout import check_run_id, gate_verdicts_key, manifest_key
-from swemill.suite.baseline import run_baseline
 from swemill.suite.runner import command_line
-from swemill.suite.timeouts import suite_timeout_for
 from swemill.synth import make_strategy
 from swemill.synth.combine import ValidatedBug
 from swemill.synth.dataset_rows import RowsSource
@@ -43,6 +38,7 @@ from swemill.validate.emit import instance_id_of
 from swemill.validate.feed import FEED_STAGE, feed_digest, read_feed, write_feed
 from swemill.validate.inside.protocol import Flags
 from swemill.validate.pool import WorkerPool
+from swemill.validate.prepare import Prepared, prepare
 from swemill.validate.resume import resumed as _resumed
 from swemill.validate.resume import shard_name as _shard
 from swemill.validate.resume import sources_of as _sources
@@ -88,13 +84,17 @@ def _manifest(store: Store, run_id: str, spec: str, config: TasksConfig) -> RunM
 
 
 def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None = None, *,
+              prepared: Prepared | None = None,
               resume: bool = False,
               progress: Progress | None = None,
               executor: Executor | None = None) -> TasksResult:
     """Turn ``source`` into validated tasks under ``run_id`` in ``store``; see the module
-    docstring. ``progress(label, done, total)`` is called as work advances. ``executor``, when
-    given, validates the candidates instead of the one ``config.executor`` names (an
-    :class:`~swemill.executors.aws_batch.AwsBatchExecutor` with its own client, say)."""
+    docstring. ``prepared`` is the gate verdict, environment and baseline when they were made
+    already (``swemill build``'s gate and env stages, :func:`~swemill.validate.prepare.
+    from_store`); without it they are made here. ``progress(label, done, total)`` is called as
+    work advances. ``executor``, when given, validates the candidates instead of the one
+    ``config.executor`` names (an :class:`~swemill.executors.aws_batch.AwsBatchExecutor` with
+    its own client, say)."""
     config = (config or TasksConfig()).check()
     check_run_id(run_id)
     if executor is None and config.executor != "local":  # bad settings fail before any work
@@ -103,17 +103,9 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     writer = bug_writer(config, manifest)
     say: Progress = progress or no_progress
     started = time.monotonic()
-    say("resolving the source", 0, 0)
-    src = resolve_source(source)
-    verdict = ensure_allowed(gate_directory(
-        src.path, source=source, repo=src.repo,
-        policy=GatePolicy(allow_contaminated=config.allow_contaminated)))
-    say(f"environment of {src.repo}", 0, 0)
-    recipe = load_recipe(config.recipe) if config.recipe else None
-    env = build_env(src, recipe=recipe)
-    suite_timeout = suite_timeout_for(env.source_path, config.suite_timeout_s).seconds
-    baseline = run_baseline(env, backend=config.backend, suite_timeout=suite_timeout,
-                            step=lambda msg: say(msg, 0, 0))
+    prep = prepared or prepare(source, config, lambda msg: say(msg, 0, 0))
+    src, verdict, env, baseline = prep.src, prep.verdict, prep.env, prep.baseline
+    suite_timeout, recipe = prep.suite_timeout_s, prep.recipe
     setup_s = time.monotonic() - started
     store.write_jsonl(gate_verdicts_key(run_id), [verdict])
     envs = CommitEnvs(env, src, recipe=recipe, limit=config.commit_envs,
