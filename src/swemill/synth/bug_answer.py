@@ -20,6 +20,7 @@ import textwrap
 from dataclasses import dataclass
 
 from swemill.core.errors import SynthesisError
+from swemill.synth.bug_prompts import STUB_LINE
 from swemill.synth.patches import parse_patch
 
 __all__ = ["AnswerRefused", "FunctionSpan", "function_spans", "read_answer", "stub_of"]
@@ -85,11 +86,12 @@ def _span(file: str, qualname: str, node: Def, lines: list[str]) -> FunctionSpan
 
 def stub_of(source: str, span: FunctionSpan) -> str:
     """The function with its body (all but the docstring) replaced by one stub line."""
-    from swemill.synth.bug_prompts import STUB_LINE
-
     lines = source.splitlines(keepends=True)
-    head = "".join(lines[span.start : span.doc_end])
-    if span.doc_end <= span.start or not head.rstrip().endswith((":", '"', "'")):
+    kept = lines[span.start : span.doc_end]
+    while kept and (not kept[-1].strip() or kept[-1].lstrip().startswith("#")):
+        kept.pop()  # comments before the first statement belong to the body
+    head = "".join(kept)
+    if not kept or not head.rstrip().endswith((":", '"', "'")):
         raise AnswerRefused("unstubbable", "signature and body share a line")
     inner = span.indent + "    "
     return head + inner + STUB_LINE + "\n"
