@@ -180,3 +180,33 @@ def bug_writer_script(root: Path, plan: Sequence[str] | Callable[[int, BugPrompt
         return out
 
     return script
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m swemill_testkit.fake_bugwriter --root DIR [--kinds edit,diff] [--port N]``:
+    a bug-writing model on loopback for the repository at DIR (a source's working copy)."""
+    import argparse
+    import time
+
+    from swemill_testkit.fake_server import FakeOpenAIServer
+
+    parser = argparse.ArgumentParser(description="Scripted bug writer (OpenAI-compatible)")
+    parser.add_argument("--root", required=True, type=Path)
+    parser.add_argument("--kinds", default="edit,diff", help=f"cycled; of {ANSWER_KINDS}")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--price", default="3,15", help="IN,OUT $ per million tokens billed")
+    args = parser.parse_args(argv)
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    p_in, p_out = (float(x) for x in args.price.split(","))
+    srv = FakeOpenAIServer(bug_writer_script(args.root, lambda k, _p: kinds[k % len(kinds)]),
+                           port=args.port, price_in=p_in, price_out=p_out).start()
+    print(f"fake bug writer at {srv.base_url}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.close()
+
+
+if __name__ == "__main__":
+    main()
