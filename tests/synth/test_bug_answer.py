@@ -84,6 +84,21 @@ def test_a_whole_method_at_any_indent_is_put_back_at_its_own() -> None:
                                  "        return self.items[-1] if self.items else None\n")
 
 
+def test_a_method_answered_inside_its_class_is_taken_alone() -> None:
+    answer = "```python\nclass Box:\n    def first(self):\n        return None\n```"
+    new = _read("Box.first", answer)
+    assert new == MODULE.replace('        """The first item, or None."""\n'
+                                 "        return self.items[0] if self.items else None\n",
+                                 "        return None\n")
+    # the whole class again, another method included: that is more than the method
+    whole = "```python\nclass Box:\n    def first(self):\n        return None\n\n" \
+            "    def last(self, default=None):\n        return default\n```"
+    assert _refused("Box.first", whole) == "answer_outside_function"
+    # a module-level function is never looked for inside a class
+    assert _refused("clamp", "```python\nclass C:\n    def clamp(x, lo=0, hi=LIMIT):\n"
+                             "        return lo\n```") == "answer_outside_function"
+
+
 def test_decorators_left_out_of_a_whole_function_are_kept() -> None:
     new = _read("Box.total", "```python\ndef total(self, scale=1):\n"
                              "    return sum(self.items) + scale\n```")

@@ -139,7 +139,11 @@ def _whole_function(code: str, span: FunctionSpan, lines: list[str]) -> str:
         tree = ast.parse(code)
     except SyntaxError as exc:
         raise AnswerRefused("answer_unparseable", f"line {exc.lineno}: {exc.msg}") from exc
+    if span.indent and (inner := _only_method(tree, code)) is not None:
+        code, tree = inner  # a method answered inside its class: the method alone
     defs = [n for n in tree.body if isinstance(n, Def)]
+    if not defs and any(isinstance(n, ast.ClassDef) for n in tree.body):
+        raise AnswerRefused("answer_outside_function", "the answer holds a class")
     if not defs:
         raise AnswerRefused("answer_no_function", "the answer defines no function")
     if len(tree.body) > 1:
@@ -150,6 +154,20 @@ def _whole_function(code: str, span: FunctionSpan, lines: list[str]) -> str:
         kept = lines[span.start : _def_line(lines, span)]
         code = textwrap.dedent("".join(kept)) + code
     return textwrap.indent(code, span.indent, lambda ln: bool(ln.strip()))
+
+
+def _only_method(tree: ast.Module, code: str) -> tuple[str, ast.Module] | None:
+    """The one method of an answer that is one class holding only it (a docstring and
+    ``pass`` aside), as its own code; None for any other answer."""
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.ClassDef):
+        return None
+    body = [n for n in tree.body[0].body if not isinstance(n, ast.Pass | ast.Expr)]
+    if len(body) != 1 or not isinstance(body[0], Def) or body[0].end_lineno is None:
+        return None
+    node = body[0]
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    method = textwrap.dedent("".join(code.splitlines(keepends=True)[first - 1 : node.end_lineno]))
+    return method, ast.parse(method)
 
 
 def _def_line(lines: list[str], span: FunctionSpan) -> int:
