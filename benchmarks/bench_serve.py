@@ -5,11 +5,16 @@ and cache; or ``--store ROOT --run RUN_ID`` reuses a built run), starts ``swemil
 loopback, and for each K runs K concurrent HTTP clients, each playing scripted episodes (read
 a file, edit one, three ``bash true`` steps, ``run_tests``, ``submit``) over the tasks in turn.
 Reports reset latency p50/p99 (``POST /sessions``), ``bash true`` step latency p50/p99,
-grading latency p50 (the ``submit`` step), episodes per minute, and the server's peak RSS
-(VmHWM; test processes are its children and not counted). Then the same episodes, K at a
-time, through a fresh per-episode sandbox (no fork, no server: ``TaskEnv.reset`` unpacks the
-snapshot and opens a new sandbox each time; in-process, so it pays no HTTP), as the naive
-comparison.
+grading latency p50 (the ``submit`` step), episodes per minute, CPU seconds per episode (the
+server process and everything it started, its sandboxes and grading servers included, while
+the episodes ran; its start-up, the tasks' workspaces and first grading servers, is reported
+apart; for the naive path this process and everything it started), the machine's load
+average at the start and end of each K, and the server's peak RSS (VmHWM; test processes are
+its children and not counted).
+``--cold-grading`` runs the server with cold grading too, as another row. Then the same
+episodes, K at a time, through a fresh per-episode sandbox (no fork, no server:
+``TaskEnv.reset`` unpacks the snapshot and opens a new sandbox each time; in-process, so it
+pays no HTTP; graded cold), as the naive comparison.
 
     .venv/bin/python benchmarks/bench_serve.py [--clients 1,8,32] [--episodes 2] [--tasks 3]
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import tempfile
 import threading
@@ -126,6 +132,42 @@ def _vmhwm_mb(pid: int) -> float:
     return float("nan")
 
 
+_SETTLE_S = 3.0
+
+
+def _cpu(who: int) -> float:
+    use = resource.getrusage(who)
+    return use.ru_utime + use.ru_stime
+
+
+class CpuMeter:
+    """CPU seconds of this process and everything it starts, sandboxed commands included: a
+    cgroup v1 ``cpuacct`` group of its own where the host has one (sandboxes move commands in
+    the memory and pids hierarchies only, so they stay counted here); otherwise rusage, which
+    misses what a sandbox's pid namespace reaps (the report then says so)."""
+
+    BASE = Path("/sys/fs/cgroup/cpuacct")
+
+    def __init__(self) -> None:
+        self.group: Path | None = self.BASE / f"swemill-bench-{os.getpid()}"
+        try:
+            self.group.mkdir()
+            (self.group / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            self.group = None
+        self.kind = "cpuacct" if self.group is not None else "rusage (sandboxes not counted)"
+
+    def now(self) -> float:
+        if self.group is not None:
+            return int((self.group / "cpuacct.usage").read_text()) / 1e9
+        return _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN)
+
+    def close(self) -> None:
+        if self.group is not None:
+            (self.BASE / "cgroup.procs").write_text(str(os.getpid()))
+            self.group.rmdir()
+
+
 def _report(label: str, k: int, t: Timings, wall: float, extra: str = "") -> None:
     print(f"  {label:6} K={k:<3} reset p50 {_pct(t.reset, .5):7.1f} ms p99 "
           f"{_pct(t.reset, .99):7.1f} | bash true p50 {_pct(t.bash, .5):6.1f} ms p99 "
@@ -154,6 +196,8 @@ def main() -> None:
     parser.add_argument("--store", help="A store root holding a built run (with --run).")
     parser.add_argument("--run", default="bench")
     parser.add_argument("--no-naive", action="store_true")
+    parser.add_argument("--cold-grading", action="store_true",
+                        help="Also run the server with --cold-grading (a third row).")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     os.environ.setdefault("SWEMILL_CACHE", str(tmp / "cache"))
@@ -170,37 +214,73 @@ def main() -> None:
                                  .splitlines() if ln.startswith("+++ b/")) for t in tasks}
     pairs = [(t.instance_id, paths[t.instance_id]) for t in tasks]
     ks = [int(k) for k in args.clients.split(",")]
+    meter = CpuMeter()
     print(f"{len(tasks)} tasks of the sample, {args.episodes} episodes per client; "
-          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start")
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start; CPU from {meter.kind}")
+    try:
+        _run(args, ks, root, run, store, tasks, paths, pairs, cache, meter)
+    finally:
+        meter.close()
+
+
+def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: Any,
+         tasks: list[Any], paths: dict[str, str], pairs: list[tuple[str, str]], cache: Path,
+         meter: CpuMeter) -> None:
     for k in ks:
-        served = ServerProcess(root, run, "--max-sessions", str(k), "--test-timeout", "300",
-                               cache=cache)
-        try:
-            with httpx.Client(base_url=served.url, timeout=900) as c:  # prepare every base
-                for task_id, _ in pairs:
-                    sid = c.post("/sessions", json={"task_id": task_id}).json()["session_id"]
-                    c.delete(f"/sessions/{sid}")
-            t = Timings()
-            start = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=k) as pool:
-                for f in [pool.submit(http_client, served.url, pairs, args.episodes, t, i)
-                          for i in range(k)]:
-                    f.result()
-            wall = time.perf_counter() - start
-            _report("serve", k, t, wall, f" | server peak RSS {_vmhwm_mb(served.proc.pid):.0f} MB"
-                    f" | mean reward {statistics.fmean(t.rewards):.2f}")
-        finally:
-            served.stop()
+        served: dict[str, tuple[float, float]] = {}
+        for label, extra in [("serve", []), *([("cold", ["--cold-grading"])]
+                                              if args.cold_grading else [])]:
+            served[label] = _serve(root, run, pairs, k, args.episodes, cache, label, extra,
+                                   meter)
         if args.no_naive:
             continue
         n = Timings()
+        load = os.getloadavg()[0]
+        cpu0 = meter.now()
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=k) as pool:
             for f in [pool.submit(naive_client, store, tasks, paths, args.episodes, n, i, cache)
                       for i in range(k)]:
                 f.result()
         wall_naive = time.perf_counter() - start
-        _report("naive", k, n, wall_naive, f" | serve/naive episodes/min x{wall_naive / wall:.2f}")
+        cpu = (meter.now() - cpu0) / n.episodes
+        epm = n.episodes / wall_naive * 60
+        ratios = " ".join(f"{lb}: episodes/min x{e / epm:.2f}, CPU/episode x{cpu / c:.2f}"
+                          for lb, (c, e) in served.items())
+        _report("naive", k, n, wall_naive, f" | {cpu:.2f} CPU s/episode | {ratios} | load "
+                f"{load:.1f}-{os.getloadavg()[0]:.1f}")
+
+
+def _serve(root: Path, run: str, pairs: list[tuple[str, str]], k: int, episodes: int,
+           cache: Path, label: str, extra: list[str], meter: CpuMeter) -> tuple[float, float]:
+    """One K against ``swemill serve``: its CPU seconds per episode (the HTTP clients, threads
+    of this process, left out), episodes per minute."""
+    load = os.getloadavg()[0]
+    cpu_start = meter.now()
+    served = ServerProcess(root, run, "--max-sessions", str(k), "--test-timeout", "300", *extra,
+                           cache=cache)
+    try:
+        with httpx.Client(base_url=served.url, timeout=900) as c:  # prepare every base
+            for task_id, _ in pairs:
+                sid = c.post("/sessions", json={"task_id": task_id}).json()["session_id"]
+                c.delete(f"/sessions/{sid}")
+        time.sleep(_SETTLE_S)  # the bases' first grading servers start in the background
+        cpu0, clients0 = meter.now(), _cpu(resource.RUSAGE_SELF)
+        t = Timings()
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=k) as pool:
+            for f in [pool.submit(http_client, served.url, pairs, episodes, t, i)
+                      for i in range(k)]:
+                f.result()
+        wall = time.perf_counter() - start
+        cpu = (meter.now() - cpu0 - (_cpu(resource.RUSAGE_SELF) - clients0)) / max(t.episodes, 1)
+        peak = _vmhwm_mb(served.proc.pid)
+    finally:
+        served.stop()
+    _report(label, k, t, wall, f" | {cpu:.2f} CPU s/episode | start-up {cpu0 - cpu_start:.1f}"
+            f" CPU s | server peak RSS {peak:.0f} MB | mean reward "
+            f"{statistics.fmean(t.rewards):.2f} | load {load:.1f}-{os.getloadavg()[0]:.1f}")
+    return cpu, t.episodes / wall * 60
 
 
 if __name__ == "__main__":

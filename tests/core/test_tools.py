@@ -174,3 +174,12 @@ def test_swe_agent_actions_map() -> None:
         "call_1", root)
     assert created == ToolCall("write", {"path": "n.py", "content": "hi"}, "call_1")
     assert from_swe_agent_tool_call("bash", "{not json").name == "other:bash"
+
+
+def test_tool_schemas_are_made_once_but_handed_out_as_copies() -> None:
+    first = tool_schemas()
+    first[0]["function"]["parameters"]["properties"].clear()
+    first[0]["function"]["parameters"]["required"] = ["nothing"]
+    again = tool_schemas()
+    assert again[0]["function"]["parameters"]["properties"]
+    assert again[0]["function"]["parameters"].get("required") != ["nothing"]

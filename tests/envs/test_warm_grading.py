@@ -11,6 +11,8 @@ forged reply written into the server's own output pipe, and killing the server.
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -239,3 +241,17 @@ def test_killing_the_server_falls_back_to_the_cold_grader(
     assert not killed.resolved and grader.cold_fallbacks == 1
     solved = _graded(pool, task_id, grader, [], sample_tasks, golden=True)
     assert solved.resolved and grader.warm_runs == 1  # a fresh server took the next one
+
+
+def test_a_server_started_from_a_thread_that_ended_still_serves(
+        sample_tasks: SampleTasks, pool: envs.EnvPool,
+        one_server: tuple[str, WarmGrader]) -> None:
+    """bwrap dies with the thread that started it: servers must not be started by the
+    short-lived threads that ask for them (the pool's prestart, a web server's workers)."""
+    task_id, grader = one_server
+    starter = threading.Thread(target=grader.prestart)
+    starter.start()
+    starter.join()
+    time.sleep(0.5)  # long enough for a parent-death signal to land
+    solved = _graded(pool, task_id, grader, [], sample_tasks, golden=True)
+    assert solved.resolved and (grader.warm_runs, grader.cold_fallbacks) == (1, 0)

@@ -43,7 +43,7 @@ from swemill.repo.sources import resolve_source
 from swemill.sandbox import Sandbox, open_sandbox
 from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
-from swemill.suite.runner import run_tests
+from swemill.suite.runner import Execute, run_tests
 from swemill.suite.verdict import TestRunReport
 from swemill.validate.snapshot import unpack_tree
 
@@ -66,9 +66,20 @@ class EnvConfig:
     """Count the lint findings a change introduces (ruff on the host)."""
     cache: Path | None = None
     """swemill's cache (sources and environments); None: ``$SWEMILL_CACHE`` or the default."""
+    test_nice: int = 0
+    """Niceness added to test runs (the policy's ``run_tests`` and grading), so that short
+    interactive steps of other environments are not queued behind them on a busy machine."""
     warm_grading: bool = True
     """Where environments share a prepared workspace (the environment server), grade through
     warm grading servers (:mod:`swemill.agent.warmgrade`); off: a fresh sandbox each time."""
+
+
+def niced(sb: Sandbox, nice: int) -> Execute | None:
+    """A test command run by ``nice -n NICE`` in ``sb`` (None: as it is)."""
+    if nice <= 0:
+        return None
+    return lambda argv, env, timeout: sb.exec(["nice", "-n", str(nice), *argv], timeout=timeout,
+                                              env=env, cwd=sb.workdir)
 
 
 class EnvResolver:
@@ -175,7 +186,7 @@ class TaskEnv:
             raise SandboxError("the task environment is not reset (call reset(task) first)")
         self.grader = WarmGrader(self.task, self.repo_env, self._pristine,
                                  test_timeout_s=self.config.test_timeout_s,
-                                 backend=self.config.backend)
+                                 backend=self.config.backend, nice=self.config.test_nice)
         self._owns_grader = True
         return self.grader
 
@@ -239,7 +250,8 @@ class TaskEnv:
         task = self.task
         assert task is not None and self.repo_env is not None
         ids = tests or [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
-        report = run_tests(self.sandbox, self.repo_env, ids, timeout=self.config.test_timeout_s)
+        report = run_tests(self.sandbox, self.repo_env, ids, timeout=self.config.test_timeout_s,
+                           execute=niced(self.sandbox, self.config.test_nice))
         if not report.trustworthy:
             return Observation(f"the test run cannot be trusted: {report.problem}", is_error=True)
         counts = ", ".join(f"{n} {k}" for k, n in sorted(report.counts().items()))
@@ -267,7 +279,8 @@ class TaskEnv:
             with open_sandbox(tmp / "ws", backend=self.config.backend,
                               binds=repo_env.binds()) as graded:
                 report = run_tests(graded, repo_env, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS],
-                                   timeout=self.config.test_timeout_s, isolated=True)
+                                   timeout=self.config.test_timeout_s, isolated=True,
+                                   execute=niced(graded, self.config.test_nice))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return report, carried

@@ -24,6 +24,7 @@ import os
 import shutil
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from swemill.agent.carry import Carried, build_grading_tree, runner_modules
@@ -55,8 +56,9 @@ def _empty(folder: Path) -> None:
 class GradingServer:
     """One grading server and its slot; used by one grading at a time."""
 
-    def __init__(self, repo_env: RepoEnv, pristine: Path, *, backend: str = "auto") -> None:
-        self.repo_env, self.pristine = repo_env, pristine
+    def __init__(self, repo_env: RepoEnv, pristine: Path, *, backend: str = "auto",
+                 nice: int = 0) -> None:
+        self.repo_env, self.pristine, self.nice = repo_env, pristine, nice
         self._root = scratch_dir("gslot")
         self.slot = self._root / "ws"
         self.slot.mkdir()
@@ -108,7 +110,7 @@ class GradingServer:
         self._seq += 1
         limits = self.sb.limits
         request = wire.Grade(self._seq, list(argv[3:]), dict(env), timeout, list(_SCRATCH),
-                             limits.disk_mb, limits.output_bytes)
+                             limits.disk_mb, limits.output_bytes, self.nice)
         proc = self.spawned.proc
         assert proc.stdin is not None
         try:
@@ -156,9 +158,9 @@ class WarmGrader:
     """One task's grading servers (see the module docstring). Thread-safe."""
 
     def __init__(self, task: Task, repo_env: RepoEnv, pristine: Path, *, test_timeout_s: float,
-                 backend: str = "auto", max_servers: int | None = None) -> None:
+                 backend: str = "auto", max_servers: int | None = None, nice: int = 0) -> None:
         self.task, self.repo_env, self.pristine = task, repo_env, pristine
-        self.test_timeout_s, self.backend = test_timeout_s, backend
+        self.test_timeout_s, self.backend, self.nice = test_timeout_s, backend, nice
         self.max_servers = max_servers or max(os.cpu_count() or 1, 1)
         self._idle: list[GradingServer] = []
         self._count = 0
@@ -169,6 +171,10 @@ class WarmGrader:
         self.warm_runs = 0
         self.cold_fallbacks = 0
         self._shadowed = runner_modules(repo_env.venv.glob("lib/python*/site-packages"))
+        # bwrap dies with the *thread* that started it (--die-with-parent is a parent-death
+        # signal), and a server may be asked for from short-lived threads: one thread that
+        # lives as long as the grader starts them all
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grading-servers")
 
     def prestart(self) -> None:
         """Start one server ahead of the first grading (errors leave the task to cold)."""
@@ -186,7 +192,8 @@ class WarmGrader:
                 return self._idle.pop()
             self._count += 1
         try:
-            return GradingServer(self.repo_env, self.pristine, backend=self.backend)
+            return self._starter.submit(GradingServer, self.repo_env, self.pristine,
+                                        backend=self.backend, nice=self.nice).result()
         except SwemillError as exc:
             with self._cond:
                 self._count -= 1
@@ -233,3 +240,4 @@ class WarmGrader:
             self._cond.notify_all()
         for server in idle:
             server.close()
+        self._starter.shutdown(wait=False)

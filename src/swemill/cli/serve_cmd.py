@@ -34,6 +34,12 @@ def register(app: typer.Typer) -> None:
         test_timeout: Annotated[float, typer.Option(
             "--test-timeout", min=1.0, help="Seconds per test run (run_tests and grading).")]
         = 900.0,
+        test_nice: Annotated[int, typer.Option(
+            "--test-nice", min=0, max=19, help="Niceness added to test runs (run_tests and "
+            "grading), so that other sessions' short steps are not queued behind them.")] = 5,
+        cold_grading: Annotated[bool, typer.Option(
+            "--cold-grading", help="Grade in a fresh sandbox each time, not through warm "
+            "grading servers.")] = False,
     ) -> None:
         """Serve a run's tasks as RL environments: POST /sessions, /sessions/{id}/step, ..."""
         from swemill.agent.env import EnvConfig
@@ -54,7 +60,9 @@ def register(app: typer.Typer) -> None:
             check_bind(config)
             store = Store.open(out)
             pool = EnvPool.of_run(store, tasks, EnvConfig(backend=backend, lint=False,
-                                                          test_timeout_s=test_timeout))
+                                                          test_timeout_s=test_timeout,
+                                                          warm_grading=not cold_grading,
+                                                          test_nice=test_nice))
         except SwemillError as exc:
             fail(str(exc))
         app = create_app(pool, config)

@@ -32,7 +32,7 @@ class EnvPool:
     def __init__(self, store: Store, tasks: Iterable[Task], config: EnvConfig | None = None,
                  *, resolver: EnvResolver | None = None) -> None:
         self.store = store.policy_view()
-        self.config = config or EnvConfig(lint=False)
+        self.config = config or EnvConfig(lint=False, test_nice=5)
         self.resolver = resolver or EnvResolver(self.config.cache)
         self.tasks = {t.instance_id: t for t in sorted(tasks, key=lambda t: t.instance_id)}
         self._bases: dict[str, TaskEnv] = {}

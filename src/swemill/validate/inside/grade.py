@@ -89,6 +89,8 @@ def _child(request: Grade, workdir: str, out_w: int, err_w: int) -> None:
         os.closerange(3, 65536)  # nothing of the server's reaches the run
         _prctl(_PR_SET_DUMPABLE, 1)  # as a fresh interpreter is (it only exposes itself)
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        if request.nice > 0:
+            os.nice(request.nice)
         os.chdir(workdir)
         os.environ.update(request.env)
         import importlib

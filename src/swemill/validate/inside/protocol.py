@@ -129,6 +129,8 @@ class Grade:
     scratch: list[str] = field(default_factory=list)
     disk_mb: int | None = None
     output_bytes: int = 1_000_000
+    nice: int = 0
+    """Added to the run's scheduling niceness (the server's own stays as it is)."""
     op: str = "grade"
     v: int = VERSION
 
