@@ -37,7 +37,7 @@ RUN = "resume-R1"
 ARGS = ("--max-tasks", "4", "--samples", "2", "--workers", "2", "--seed", "3", "--audit", "0",
         "--policy", "oracle", "--policy", "noisy-oracle:1.0")
 PARQUET = ("tasks", "golden", "golden/feed", "candidates", "trajectories", "pairs",
-           "corpus/sft", "corpus/dpo", "corpus/holdout", "index/dedup")
+           "difficulty", "corpus/sft", "corpus/dpo", "corpus/holdout", "index/dedup")
 _WALL = re.compile(r"\bwall \d+(\.\d+)?s\b")
 
 
