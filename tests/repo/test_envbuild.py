@@ -183,3 +183,16 @@ def test_a_suite_whose_conftest_takes_a_py_path_runs_its_baseline(tmp_path: Path
     assert int(dist.name.split("-")[1].split(".")[0]) < 9
     baseline = run_baseline(env, backend="auto")
     assert baseline.passing() == {"tests/test_value.py::test_value"}
+
+
+def test_a_suite_in_a_module_named_test_py_has_a_baseline(tmp_path: Path) -> None:
+    """decorator 5.1.1 in the zoo: its tests are src/tests/test.py, which pytest's default
+    ``python_files`` does not collect ("no tests found")."""
+    from swemill.suite.baseline import run_baseline
+
+    cache = tmp_path / "cache"
+    proj = make_project(tmp_path / "plainnames")
+    (proj / "tests" / "test_value.py").rename(proj / "tests" / "test.py")
+    (proj / "tests" / "__init__.py").write_text("")
+    env = build_env(resolve_source(str(proj), cache=cache), cache=cache)
+    assert run_baseline(env, backend="auto").passing() == {"tests/test.py::test_value"}

@@ -246,3 +246,24 @@ def test_a_legacy_hook_in_a_hidden_or_build_directory_pins_nothing(tmp_path: Pat
     assert r.packages == []
     r = detect_recipe(write(tmp_path / "q", {"tests/conftest.py": hook}))
     assert r.packages == ["pytest<9"]
+
+
+def test_test_modules_named_test_py_are_added_to_what_pytest_collects(tmp_path: Path) -> None:
+    # decorator 5.1.1: its only test module is src/tests/test.py ("no tests found")
+    root = write(tmp_path / "deco", {"setup.py": "from setuptools import setup\nsetup()\n",
+                                     "src/deco.py": "", "src/tests/__init__.py": "",
+                                     "src/tests/test.py": "import unittest\n"})
+    assert has_tests(root)
+    r = detect_recipe(root)
+    assert r.pytest_args == ["-o", "python_files=test_*.py *_test.py test.py tests.py"]
+    assert "test modules pytest's default names miss: ['src/tests/test.py']" in r.evidence
+
+
+@pytest.mark.parametrize("files", [
+    {"tests/test.py": "", "tests/test_more.py": ""},  # pytest's defaults collect a module
+    {"test.py": "", "pytest.ini": "[pytest]\npython_files = test.py\n"},  # configured
+    {"tools/test.py": "", "pkg/tests.py": "x = 1\n"},  # not in a test folder or the root
+])
+def test_python_files_is_left_alone_otherwise(tmp_path: Path, files: dict[str, str]) -> None:
+    r = detect_recipe(write(tmp_path / "p", files))
+    assert not any("python_files" in a for a in r.pytest_args), r.pytest_args

@@ -140,7 +140,7 @@ def _useful(reqs: list[str]) -> list[str]:
 
 def has_tests(root: Path) -> bool:
     """Whether the tree holds any pytest-style test file (checked before a costly build)."""
-    for pattern in ("test_*.py", "*_test.py", "tests.py"):
+    for pattern in ("test_*.py", "*_test.py", "tests.py", "test.py"):
         for path in root.rglob(pattern):
             if not any(part.startswith(".") or part in ("build", "dist") for part in
                        path.relative_to(root).parts):
@@ -156,7 +156,9 @@ def detect_recipe(root: Path) -> Recipe:
     _from_requirements(root, r)
     _from_setup(root, r)
     _from_runners(root, pyproject, r)
-    _pytest_config(root, pyproject, r)
+    section = _pytest_config(root, pyproject, r)
+    if section is None or "python_files" not in section:
+        _plain_named_modules(root, r)
     pins, why = legacy_hook_pins(root)
     r.packages += pins
     r.evidence += why
@@ -296,8 +298,28 @@ def _ini(path: Path) -> configparser.ConfigParser:
     return cfg
 
 
-def _pytest_config(root: Path, pyproject: dict[str, Any], r: Recipe) -> None:
-    """Find the config pytest would use (same precedence) and keep its safe addopts."""
+def _plain_named_modules(root: Path, r: Recipe) -> None:
+    """A suite whose modules are all named ``test.py`` / ``tests.py`` (decorator 5.1.1:
+    ``src/tests/test.py``, run as ``pytest src/tests/test.py``): pytest's default
+    ``python_files`` collects none of them, so they are added to it."""
+    def found(pattern: str) -> list[Path]:
+        return [p for p in root.rglob(pattern) if not any(
+            part.startswith(".") or part in ("build", "dist", "site-packages")
+            for part in p.relative_to(root).parts[:-1])]
+
+    if found("test_*.py") or found("*_test.py"):
+        return
+    plain = [p for name in ("test.py", "tests.py") for p in found(name)
+             if p.parent == root or {"test", "tests"} & set(p.relative_to(root).parts[:-1])]
+    if plain:
+        r.pytest_args += ["-o", "python_files=test_*.py *_test.py test.py tests.py"]
+        r.evidence.append(f"test modules pytest's default names miss: "
+                          f"{sorted(str(p.relative_to(root)) for p in plain)}")
+
+
+def _pytest_config(root: Path, pyproject: dict[str, Any], r: Recipe) -> dict[str, Any] | None:
+    """Find the config pytest would use (same precedence) and keep its safe addopts;
+    returns its section (None: no configuration)."""
     section: dict[str, Any] | None = None
     for name, sect in (("pytest.ini", "pytest"), (".pytest.ini", "pytest")):
         cfg = _ini(root / name)
@@ -315,7 +337,7 @@ def _pytest_config(root: Path, pyproject: dict[str, Any], r: Recipe) -> None:
                     section, where = dict(cfg[sect]), name
                     break
     if section is None:
-        return
+        return None
     addopts = section.get("addopts", "")
     args = shlex.split(addopts) if isinstance(addopts, str) else [str(a) for a in addopts]
     r.pytest_args = filter_addopts(args)
@@ -325,6 +347,7 @@ def _pytest_config(root: Path, pyproject: dict[str, Any], r: Recipe) -> None:
     req = section.get("required_plugins", "")
     r.packages += req.split() if isinstance(req, str) else [str(p) for p in req]
     r.evidence.append(f"{where}: pytest configuration")
+    return section
 
 
 def filter_addopts(args: list[str]) -> list[str]:
