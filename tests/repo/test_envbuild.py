@@ -196,3 +196,37 @@ def test_a_suite_in_a_module_named_test_py_has_a_baseline(tmp_path: Path) -> Non
     (proj / "tests" / "__init__.py").write_text("")
     env = build_env(resolve_source(str(proj), cache=cache), cache=cache)
     assert run_baseline(env, backend="auto").passing() == {"tests/test.py::test_value"}
+
+
+def test_an_extra_uv_cannot_resolve_never_swaps_the_development_install(tmp_path: Path) -> None:
+    """zipp 3.20.2 in the zoo: its test extra needs big-O, which has no wheel; asked for bare
+    ``zipp`` and ``zipp[test]``, uv installed zipp 3.19.0 from the index over the development
+    install, and the tests imported that. Pinned to the installed version, the development
+    install stays and the extra is skipped with its cause."""
+    cache = tmp_path / "cache"
+    proj = tmp_path / "toolz"  # a name the index has releases of
+    files = {
+        "pyproject.toml": """
+            [build-system]
+            requires = ["setuptools>=61"]
+            build-backend = "setuptools.build_meta"
+            [project]
+            name = "toolz"
+            version = "99.0.0"
+            [project.optional-dependencies]
+            test = ["big-O"]
+            [tool.setuptools]
+            packages = ["toolz"]
+            """,
+        "toolz/__init__.py": "VALUE = 'workspace'\n",
+        "tests/test_value.py": "from toolz import VALUE\n\n"
+                               "def test_value():\n    assert VALUE == 'workspace'\n",
+    }
+    for rel, text in files.items():
+        (proj / rel).parent.mkdir(parents=True, exist_ok=True)
+        (proj / rel).write_text(textwrap.dedent(text))
+    env = build_env(resolve_source(str(proj), cache=cache), cache=cache)
+    assert [m.parent.name for m in site_packages(env).glob("toolz-*.dist-info/METADATA")] == [
+        "toolz-99.0.0.dist-info"]
+    assert [s.requirement for s in env.skipped] == ["toolz[test]==99.0.0"]
+    assert "big-o" in env.skipped[0].reason.lower()

@@ -294,3 +294,5 @@ def test_a_test_group_naming_the_project_keeps_its_extras_never_a_version() -> N
     assert unpin_self(["attrs[tests-mypy,tests] ; python_version > '3'"], "attrs") == [
         "attrs[tests,tests-mypy]"]
     assert unpin_self(["x"], None) == ["x"]
+    assert unpin_self(["execnet[testing]>=1", "ExecNet>=9", "pytest"], "execnet", "==2.1.1") == [
+        "execnet[testing]==2.1.1", "pytest"]  # the installed version, never another

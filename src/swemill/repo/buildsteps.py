@@ -23,6 +23,7 @@ from swemill.repo.install import (
     build_requires,
     dynamic_build_requires,
     install_project,
+    installed_version,
     wheel_only_requirements,
 )
 from swemill.repo.recipe import ALWAYS, Recipe
@@ -102,9 +103,16 @@ def install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: 
     dependencies (each skipped, with its cause, when it cannot be installed)."""
     files = wheel_only_requirements(src.path, recipe.requirement_files, tmp)
     options = tmp / "requirements-options.txt"
-    optional = [f"{project}[{e}]" for e in recipe.extras] if project else []
-    optional += unpin_self(requirement_units(files, options) + recipe.packages + older, project)
-    required = ([project] if project else []) + list(ALWAYS)
+    # The project is asked for at the version just installed from the working copy: named
+    # bare, uv may swap it for a release from the index when its extras cannot be resolved
+    # (zipp 3.20.2: its test extra needs big-O, which has no wheel, so uv installed zipp
+    # 3.19.0, without that extra, over the development install; the tests imported it).
+    version = installed_version(venv, project) if project else None
+    pin = f"=={version}" if version else ""
+    optional = [f"{project}[{e}]{pin}" for e in recipe.extras] if project else []
+    optional += unpin_self(requirement_units(files, options) + recipe.packages + older, project,
+                           pin)
+    required = ([f"{project}{pin}"] if project else []) + list(ALWAYS)
 
     codes: list[int] = []
 

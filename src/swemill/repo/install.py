@@ -144,16 +144,27 @@ def project_requirement(venv: Path, workdirs: list[str], extras: list[str]) -> s
     return None
 
 
-def _metadata_name(path: Path) -> str | None:
+def _metadata_name(path: Path, key: str = "Name") -> str | None:
     try:
         with path.open(errors="replace") as fh:
             for line in fh:
-                if line.startswith("Name:"):
+                if line.startswith(f"{key}:"):
                     return line.split(":", 1)[1].strip() or None
                 if not line.strip():
                     break
     except OSError:
         return None
+    return None
+
+
+def installed_version(venv: Path, name: str) -> str | None:
+    """The version of the distribution ``name`` installed in ``venv`` (None: not there)."""
+    norm = re.sub(r"[-_.]+", "-", name).lower()
+    site = next(venv.glob("lib/python*/site-packages"))
+    for meta in site.glob("*.dist-info/METADATA"):
+        found = _metadata_name(meta)
+        if found and re.sub(r"[-_.]+", "-", found).lower() == norm:
+            return _metadata_name(meta, "Version")
     return None
 
 

@@ -46,10 +46,10 @@ def requirement_units(files: list[Path], options_file: Path) -> list[str]:
     return units
 
 
-def unpin_self(units: list[str], project: str | None) -> list[str]:
+def unpin_self(units: list[str], project: str | None, pin: str = "") -> list[str]:
     """A test group that names the project itself (``attrs[tests]``, ``pkg>=2[x]``) asks for
-    its extras: keep them, never a version, which could swap the development install for a
-    release from the index."""
+    its extras: keep them, never its version, which could swap the development install for a
+    release from the index; ``pin`` (``==VERSION``, the installed one) is put instead."""
     if not project:
         return units
     own = _norm(project)
@@ -63,7 +63,7 @@ def unpin_self(units: list[str], project: str | None) -> list[str]:
         if _norm(req.name) != own:
             out.append(unit)
         elif req.extras:
-            out.append(f"{project}[{','.join(sorted(req.extras))}]")
+            out.append(f"{project}[{','.join(sorted(req.extras))}]{pin}")
     return out
 
 
