@@ -202,8 +202,11 @@ def pytest_by_hand(python: Path, work: Path, roots: list[str], ids: list[str],
         # as no root: swemill's sandbox runs tests unprivileged, and root passes permission
         # checks some tests expect to fail (python-dotenv's unreadable-file test)
         args = ["unshare", "--user", "--map-user=65534", "--map-group=65534", *args]
+    # the venv as activated: its console scripts first on PATH (glom's CLI test runs `glom`
+    # in a subprocess; without them it failed by hand, at head as on every broken tree)
     env = {**os.environ, "PYTHONPATH": ":".join(str(work / r) for r in roots),
-           "PYTHONDONTWRITEBYTECODE": "1"}
+           "PYTHONDONTWRITEBYTECODE": "1", "VIRTUAL_ENV": str(python.parent.parent),
+           "PATH": f"{python.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
     try:
         proc = subprocess.run(args, cwd=work, capture_output=True, text=True, timeout=timeout,
                               env=env)
