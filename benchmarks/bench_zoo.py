@@ -222,9 +222,10 @@ _WORDS = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "XFAIL": "xf
 def summary_outcomes(stdout: str, ids: list[str]) -> dict[str, str]:
     seen: dict[str, str] = {}
     broken_files: set[str] = set()
+    wanted = set(ids)
     for line in stdout.splitlines():
         word, _, rest = line.partition(" ")
-        node = rest.split(" - ", 1)[0].strip()
+        node = _node(rest.strip(), wanted)
         if word.startswith("SUBFAILED"):  # a failed subTest: pytest reports the test PASSED
             tail = line.split(" - ", 1)[0]  # "SUBFAILED(params, with spaces) node"
             for i in ids:
@@ -244,6 +245,20 @@ def summary_outcomes(stdout: str, ids: list[str]) -> dict[str, str]:
         else:
             out[i] = "error" if i.split("::", 1)[0] in broken_files else "missing"
     return out
+
+
+def _node(rest: str, wanted: set[str]) -> str:
+    """The node id at the start of a ``-rA`` line's ``rest`` ("id" or "id - message"): a
+    parametrised id may itself hold " - " (sqlparse: ``test_compare_expr[... current_timestamp
+    - interval '1 day'-...]``), so an id asked for wins over the first separator."""
+    if rest in wanted:
+        return rest
+    at = rest.find(" - ")
+    while at >= 0:
+        if rest[:at] in wanted:
+            return rest[:at]
+        at = rest.find(" - ", at + 1)
+    return rest.split(" - ", 1)[0].strip()
 
 
 def revalidate(task: dict[str, object], golden: dict[str, object], root: Path, python: Path,

@@ -49,3 +49,13 @@ def _check(bz, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
         "    assert subprocess.check_output(['zoo-demo-cli']) == b'from-the-venv\\n'\n")
     out = bz.pytest_by_hand(venv_bin / "python", work, ["."], ["test_cli.py::test_cli"], 120)
     assert out == {"test_cli.py::test_cli": "passed"}
+
+
+def test_a_parametrised_id_holding_the_message_separator_is_read_whole() -> None:
+    # sqlparse 0.5.1: three true tasks were reported false, a P2P test "missing"
+    bz = _bench_zoo()
+    tid = "tests/test_g.py::test_cmp[c < now - interval '1 day'-Token]"
+    other = "tests/test_g.py::test_x[a - b]"
+    out = bz.summary_outcomes(f"PASSED {tid}\nFAILED {other} - assert 1 - 2 == 0\n",
+                              [tid, other])
+    assert out == {tid: "passed", other: "failed"}
