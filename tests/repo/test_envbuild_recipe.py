@@ -267,3 +267,37 @@ def test_test_modules_named_test_py_are_added_to_what_pytest_collects(tmp_path: 
 def test_python_files_is_left_alone_otherwise(tmp_path: Path, files: dict[str, str]) -> None:
     r = detect_recipe(write(tmp_path / "p", files))
     assert not any("python_files" in a for a in r.pytest_args), r.pytest_args
+
+
+def test_pdm_and_poetry_test_groups_are_installed(tmp_path: Path) -> None:
+    # unearth 0.17.2: its conftest imports flask, declared only in [tool.pdm.dev-dependencies]
+    r = detect_recipe(write(tmp_path / "pdm", {"pyproject.toml": """
+        [project]
+        name = "p"
+        [tool.pdm.dev-dependencies]
+        test = ["pytest>=6.1", "flask>=2.1.2", "-e file:///${PROJECT_ROOT}/sub"]
+        doc = ["sphinx", "furo"]
+        """}))
+    assert r.packages == ["pytest>=6.1", "flask>=2.1.2"]
+    assert "pyproject.toml: [tool.pdm.dev-dependencies] test" in r.evidence
+    r = detect_recipe(write(tmp_path / "poetry", {"pyproject.toml": """
+        [tool.poetry]
+        name = "p"
+        [tool.poetry.dependencies]
+        python = "^3.9"
+        [tool.poetry.group.test.dependencies]
+        pytest-mock = "^3.0"
+        [tool.poetry.group.docs.dependencies]
+        sphinx = "*"
+        [tool.poetry.dev-dependencies]
+        black = "*"
+        freezegun = "^1.2"
+        """}))
+    assert r.packages == ["pytest-mock"]  # the test group wins over dev, as for PEP 735
+    r = detect_recipe(write(tmp_path / "legacy", {"pyproject.toml": """
+        [tool.poetry.dev-dependencies]
+        python = "^3.9"
+        black = "*"
+        freezegun = "^1.2"
+        """}))
+    assert r.packages == ["freezegun"]

@@ -23,7 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swemill.core.errors import ConfigError
 from swemill.repo.legacy_hooks import legacy_hook_pins
-from swemill.repo.testdecl import from_noxfile, from_tox_ini, from_tox_toml, setup_py_extra_names
+from swemill.repo.testdecl import (
+    from_noxfile,
+    from_tox_ini,
+    from_tox_toml,
+    plain_named_test_modules,
+    setup_py_extra_names,
+    tool_groups,
+)
 
 __all__ = ["COMMITTED", "Recipe", "detect_recipe", "has_tests", "load_recipe", "resolve_recipe"]
 
@@ -194,6 +201,19 @@ def _from_pyproject(data: dict[str, Any], r: Recipe) -> None:
     for k in names:
         r.packages += _useful(_expand_group(groups, k, set()))
         r.evidence.append(f"pyproject.toml: dependency group {k!r}")
+    if not names:
+        _tool_groups(data.get("tool", {}), r)
+
+
+def _tool_groups(tool: dict[str, Any], r: Recipe) -> None:
+    """pdm's and poetry's own groups (:func:`~swemill.repo.testdecl.tool_groups`), test
+    groups first, else dev groups, as for PEP 735."""
+    found = tool_groups(tool)
+    picked = [k for k in found if k.rsplit(" ", 1)[1].lower() in TEST_NAMES] or [
+        k for k in found if k.rsplit(" ", 1)[1].lower() in DEV_NAMES]
+    for k in picked:
+        r.packages += _useful(found[k])
+        r.evidence.append(f"pyproject.toml: {k}")
 
 
 def _expand_group(groups: dict[str, Any], name: str, seen: set[str]) -> list[str]:
@@ -299,22 +319,11 @@ def _ini(path: Path) -> configparser.ConfigParser:
 
 
 def _plain_named_modules(root: Path, r: Recipe) -> None:
-    """A suite whose modules are all named ``test.py`` / ``tests.py`` (decorator 5.1.1:
-    ``src/tests/test.py``, run as ``pytest src/tests/test.py``): pytest's default
-    ``python_files`` collects none of them, so they are added to it."""
-    def found(pattern: str) -> list[Path]:
-        return [p for p in root.rglob(pattern) if not any(
-            part.startswith(".") or part in ("build", "dist", "site-packages")
-            for part in p.relative_to(root).parts[:-1])]
-
-    if found("test_*.py") or found("*_test.py"):
-        return
-    plain = [p for name in ("test.py", "tests.py") for p in found(name)
-             if p.parent == root or {"test", "tests"} & set(p.relative_to(root).parts[:-1])]
+    """Test modules pytest's default ``python_files`` misses are added to it."""
+    plain = plain_named_test_modules(root)
     if plain:
         r.pytest_args += ["-o", "python_files=test_*.py *_test.py test.py tests.py"]
-        r.evidence.append(f"test modules pytest's default names miss: "
-                          f"{sorted(str(p.relative_to(root)) for p in plain)}")
+        r.evidence.append(f"test modules pytest's default names miss: {plain}")
 
 
 def _pytest_config(root: Path, pyproject: dict[str, Any], r: Recipe) -> dict[str, Any] | None:

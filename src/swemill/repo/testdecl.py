@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Declared", "from_noxfile", "from_tox_ini", "from_tox_toml", "setup_py_extra_names"]
+__all__ = ["Declared", "from_noxfile", "from_tox_ini", "from_tox_toml", "plain_named_test_modules",
+           "setup_py_extra_names", "tool_groups"]
 
 
 @dataclass(slots=True)
@@ -148,3 +149,42 @@ def _toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         return {}
+
+
+def plain_named_test_modules(root: Path) -> list[str]:
+    """Test modules all named ``test.py`` / ``tests.py`` (in the root or a ``test``/``tests``
+    folder) when no module has a name pytest's default ``python_files`` collects (decorator
+    5.1.1: ``src/tests/test.py``, run as ``pytest src/tests/test.py``); else ``[]``."""
+    def found(pattern: str) -> list[Path]:
+        return [p for p in root.rglob(pattern) if not any(
+            part.startswith(".") or part in ("build", "dist", "site-packages")
+            for part in p.relative_to(root).parts[:-1])]
+
+    if found("test_*.py") or found("*_test.py"):
+        return []
+    return sorted(str(p.relative_to(root)) for name in ("test.py", "tests.py")
+                  for p in found(name)
+                  if p.parent == root or {"test", "tests"} & set(p.relative_to(root).parts[:-1]))
+
+
+def tool_groups(tool: dict[str, Any]) -> dict[str, list[str]]:
+    """Dependency groups of pdm's ``[tool.pdm.dev-dependencies]`` (requirement strings) and
+    poetry's ``[tool.poetry.group.NAME.dependencies]`` / ``[tool.poetry.dev-dependencies]``
+    (names only: poetry's constraints are not PEP 508), by a label ending in the group's
+    name. unearth 0.17.2's conftest imports flask, declared only in its pdm ``test`` group."""
+    found: dict[str, list[str]] = {}
+    pdm = tool.get("pdm", {}).get("dev-dependencies", {})
+    if isinstance(pdm, dict):
+        for k, v in pdm.items():
+            if isinstance(v, list):
+                found[f"[tool.pdm.dev-dependencies] {k}"] = [
+                    str(x) for x in v if isinstance(x, str) and not x.startswith("-")]
+    poetry = tool.get("poetry", {})
+    groups = {k: g.get("dependencies") for k, g in poetry.get("group", {}).items()
+              if isinstance(g, dict)}
+    if isinstance(poetry.get("dev-dependencies"), dict):
+        groups["dev"] = poetry["dev-dependencies"]
+    for k, deps in groups.items():
+        if isinstance(deps, dict):
+            found[f"[tool.poetry] group {k}"] = [n for n in deps if n.lower() != "python"]
+    return found
