@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -48,7 +49,8 @@ class RolloutConfig(BaseModel):
     retries: int = Field(default=5, ge=1)
     """Attempts per model call for transient errors (rate limits, 5xx, dropped connections)."""
     retry_base_s: float = Field(default=1.0, ge=0)
-    workers: int = Field(default=1, ge=1)
+    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
+    """Tasks rolled out at once (worker threads here), one per CPU by default, as validation."""
     executor: str = "local"
     """Where shards run: ``local`` (worker threads here), ``ray`` (one Ray task per shard) or
     ``aws-batch`` (one array child per shard); see ``swemill.agent.shards``. With

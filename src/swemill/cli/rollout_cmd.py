@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         max_usd_task: Annotated[float | None, typer.Option(
             "--max-usd-task", min=0.0, help="Dollar limit per task.")] = None,
         workers: Annotated[int | None, typer.Option(
-            "--workers", min=1, help="Tasks run at once [default: 1].")] = None,
+            "--workers", min=1, help="Tasks run at once [default: CPU count].")] = None,
         select: Annotated[str | None, typer.Option(
             "--select", help="'all', or 'fractional': keep tasks solved sometimes, not always.")]
         = None,
