@@ -215,11 +215,12 @@ def test_sigterm_mid_build_marks_the_run_failed_and_leaves_nothing(cli, tmp_path
         if manifests:
             with contextlib.suppress(ValueError):  # caught mid-rename
                 stages = json.loads(manifests[0].read_text())["metadata"]["build"]["stages"]
-        if stages.get("tasks") == "running":
+        # validation has started: the stage runs and its workers' sandboxes exist (a fixed
+        # pause after "running" let the stage finish first on an idle machine)
+        if stages.get("tasks") == "running" and list(tmp_path.glob(f"swm-{proc.pid}-*")):
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert stages.get("tasks") == "running", proc.communicate(timeout=300)
-    time.sleep(2)  # validation workers and their sandboxes are busy now
     proc.send_signal(signal.SIGTERM)
     try:
         proc.communicate(timeout=120)

@@ -146,6 +146,14 @@ def test_spark_corpus_equals_local(spark: Any, stores: tuple[Store, Store]) -> N
         if "trajectory_id" in r}
     assert {"chain-a", "chain-c"} <= kept and "chain-b" not in kept
     assert remote.exists("reports/run_id=r1/README.md")
+    # every row carries its task's label, as the local stage gives it
+    assert {r["difficulty"] for r in remote.read_records("corpus/sft", "r1")} - {None}
+
+
+def test_a_curriculum_order_is_refused_in_one_line(spark: Any, stores: tuple[Store, Store]
+                                                   ) -> None:
+    with pytest.raises(CorpusError, match="curriculum"):
+        corpus_spark(spark, stores[1], "r1", CorpusConfig(curriculum=True))
 
 
 def test_the_chain_is_a_chain() -> None:

@@ -62,6 +62,7 @@ from swemill.spark.common import StoreRef, job_parser
 from swemill.store import Store, shard_name
 from swemill.store.layout import manifest_key, marker_key, part_key
 from swemill.store.parquet import bytes_to_table, table_to_rows
+from swemill.validate.difficulty import load_difficulty
 
 __all__ = ["corpus_spark", "SparkCorpusSummary", "main"]
 
@@ -116,7 +117,7 @@ def _normalise(ref: StoreRef, run_id: str, cfg: CorpusConfig, shared: Any,
         recs = _read_part(store, run_id, stage, shard, model)
         trajs, pairs = (recs, []) if kind == "sft" else ([], recs)
         tables = assemble(trajs, pairs, tasks=ctx["tasks"], goldens=ctx["goldens"],
-                          config=per_part, allow_empty=True)
+                          config=per_part, allow_empty=True, difficulty=ctx["difficulty"])
         made = tables.sft if kind == "sft" else tables.dpo  # input order (nothing held out)
         rows, it = [], iter(enumerate(recs))
         for row in made:  # rows are a subsequence of the records: match them in order
@@ -235,6 +236,9 @@ def corpus_spark(spark: Any, store: Store, run_id: str, config: CorpusConfig | N
                  allow_empty: bool = False) -> SparkCorpusSummary:
     """Build and write the corpus of ``run_id`` with Spark (see the module docstring)."""
     cfg = config or CorpusConfig()
+    if cfg.curriculum:  # rows are written in input order, partition by partition
+        raise CorpusError("the Spark corpus job keeps input order: build a curriculum-ordered "
+                          "corpus with `swemill corpus --curriculum` (local)")
     units = _units(store, run_id)
     if not units:
         raise CorpusError(f"run {run_id} in {store.url} has no trajectories, traces or pairs")
@@ -242,7 +246,9 @@ def corpus_spark(spark: Any, store: Store, run_id: str, config: CorpusConfig | N
     goldens = {g.instance_id: g for g in optional_records(store, "golden", run_id, Golden)}
     sc, ref = spark.sparkContext, StoreRef.of(store)
     prior = NearDupIndex.load(store, run_id)
-    ctx = {"tasks": tasks, "goldens": goldens, "prior": prior}
+    # each task's label (the difficulty/ table, else its proxies), as the local stage has it
+    ctx = {"tasks": tasks, "goldens": goldens, "prior": prior,
+           "difficulty": load_difficulty(store, run_id, tasks.values())}
     norm = sc.parallelize(units, len(units)).mapPartitions(
         partial(_normalise, ref, run_id, cfg, sc.broadcast(ctx))).cache()
     try:
