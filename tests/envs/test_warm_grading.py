@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from tests.agent.hack_policies import HACKS
+from tests.agent.hack_policies import FORCE_PASS_PLUGIN, HACKS
 
 from swemill import envs
 from swemill.agent.env import TaskEnv
@@ -28,17 +28,7 @@ from .conftest import SampleTasks
 
 pytestmark = pytest.mark.slow
 
-_FORCE_PASS = '''
-import pytest
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    report.outcome = "pass" + "ed"
-    report.longrepr = None
-'''
+_FORCE_PASS = "\n" + FORCE_PASS_PLUGIN  # the battery's force-pass hook
 
 # Outlives its run (double fork, own session) and keeps appending a force-pass hook to the
 # workspace's conftest.py for 30 s; also leaves a file in /tmp and a System V shm segment.
