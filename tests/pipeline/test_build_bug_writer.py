@@ -1,5 +1,6 @@
-"""``swemill build --bug-writer SPEC --max-usd X``: the model-written bugs become tasks, their
-calls are booked in the build's manifest, and the rollouts get what the bug writer left of X.
+"""``swemill build --bug-writer SPEC --max-usd X``: the model-written bugs become tasks, the
+same model writes their statements (no ``--issue-writer``), both kinds of call are booked in
+the build's manifest, and the rollouts get what the two writers left of X.
 
 The bug writer is the fake OpenAI-compatible server on loopback answering from a script;
 the rollout policy is the oracle (no model, no cost)."""
@@ -13,7 +14,7 @@ import pytest
 import swemill.repo.sample as sample_pkg
 from swemill.core.records import Task
 from swemill.store import Store
-from swemill_testkit.fake_bugwriter import bug_writer_script
+from swemill_testkit.fake_bugwriter import bug_writer_script, is_issue_request
 from swemill_testkit.fake_server import FakeOpenAIServer
 
 from .conftest import needs_full_build
@@ -34,17 +35,21 @@ def test_build_passes_the_bug_writer_and_splits_the_budget(cli, build_cache: Pat
             f"openai:fake-writer@{srv.base_url}", "--price", "3,15", "--max-usd", "1",
             "--policy", "oracle", "--samples", "1", "--max-tasks", "2", "--workers", "2",
             "--audit", "0", cache=build_cache)
-        n_requests = len(srv.requests)
+        n_issues = sum(is_issue_request(r.body) for r in srv.requests)
+        n_requests = len(srv.requests) - n_issues
     store = Store.open(str(root))
     run = out["run_id"]
     tasks = store.read_records("tasks", run, Task)
     assert len(tasks) == 2 and {t.strategy for t in tasks} == {"lm-modify"}
     assert all(t.metadata["provenance"]["model"] == "fake-writer" for t in tasks)
+    assert all(t.metadata["statement_by"].startswith("openai:fake-writer@") for t in tasks)
     m = store.read_manifest(run)
     spent = m.metadata["bug_writer"]["cost_usd"]
+    stated = m.metadata["issue_writer"]["cost_usd"]
     assert m.metadata["bug_writer"]["calls"] == n_requests and 0 < spent < 1
-    assert m.cost_usd == pytest.approx(spent)  # the oracle's rollouts cost nothing
-    assert m.metadata["rollouts"]["config"]["max_usd"] == pytest.approx(1 - spent)
+    assert m.metadata["issue_writer"]["calls"] == n_issues == 2 and stated > 0
+    assert m.cost_usd == pytest.approx(spent + stated)  # the oracle's rollouts cost nothing
+    assert m.metadata["rollouts"]["config"]["max_usd"] == pytest.approx(1 - spent - stated)
     assert m.config["tasks"]["bug_writer"].startswith("openai:fake-writer@")
 
 

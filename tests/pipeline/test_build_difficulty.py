@@ -1,6 +1,7 @@
 """``swemill build`` on the sample (oracle + an always-wrong noisy oracle, 2 samples per task):
 the run's ``difficulty/`` table holds each task's solve rate, pass@k, policies and label, the
-rows carry the label, and ``swemill corpus --difficulty`` keeps and drops by it."""
+rows carry the label, and ``swemill corpus --difficulty`` keeps and drops by it; ``swemill
+build --difficulty`` selects the build's own rows the same way."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 from swemill.core.records import Task, Trajectory
 from swemill.store import Store
+
+from .conftest import needs_full_build
 
 pytestmark = pytest.mark.slow
 
@@ -67,3 +70,47 @@ def test_corpus_difficulty_keeps_and_drops_the_rows_of_a_built_run(sample_build,
         "dropped_difficulty"]
     assert dropped == counts["corpus.sft"]["in"] + counts["corpus.dpo"]["in"] > 0
     assert sum(out["rows"].values()) <= dropped
+
+
+# With the oracle and a noisy oracle that is wrong 30% of the time, 4 samples per task, this
+# seed gives the sample's three tasks both labels: medium (a noisy sample failed) and easy.
+MIXED = ("--max-tasks", "3", "--strategies", "procedural", "--policy", "oracle", "--policy",
+         "noisy-oracle:0.3", "--samples", "4", "--workers", "2", "--audit", "0", "--seed", "0")
+
+
+@needs_full_build
+def test_build_difficulty_selects_the_rows_it_writes(cli, build_cache: Path,
+                                                     tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    out = cli.build_json("sample", "--out", str(root), *MIXED, "--difficulty", "medium",
+                         "--curriculum", cache=build_cache)
+    store, run = Store.open(str(root)), out["run_id"]
+    tasks = store.read_records("tasks", run, Task)
+    for task in tasks:  # the proxies every task carries, rolled out or not
+        assert {"lines_changed", "n_fail_to_pass", "informativeness", "strategy", "points",
+                "label"} <= set(task.metadata["difficulty"])
+    table = pq.read_table(store.part_urls("difficulty", run)[0])
+    assert {"solve_rate", "pass_at_k", "label", "label_source"} <= set(table.column_names)
+    labels = {r["instance_id"]: r["label"] for r in table.to_pylist()}
+    assert set(labels) == {t.instance_id for t in tasks}
+    assert set(labels.values()) == {"easy", "medium"}, f"{labels}: pick a seed with both"
+    medium = {i for i, label in labels.items() if label == "medium"}
+    rows = {name: pq.read_table(store.part_urls(f"corpus/{name}", run)[0]).to_pylist()
+            for name in ("sft", "dpo")}
+    for name, got in rows.items():  # only the medium tasks' rows were written
+        assert got and {r["task_id"] for r in got} <= medium, name
+        assert {r["difficulty"] for r in got} == {"medium"}, name
+    m = store.read_manifest(run)
+    assert m.config["corpus"]["difficulty"] == "medium" and m.config["corpus"]["curriculum"]
+    assert m.counts["corpus.sft"]["dropped_difficulty"] > 0  # the easy tasks' rows
+    # the same run's corpus without the selection has the easy tasks' rows too
+    again = cli.run("corpus", "--run", run, "--out", str(root), "--json", cache=build_cache)
+    assert again.returncode == 0, again.stderr[-2000:]
+    sft = pq.read_table(store.part_urls("corpus/sft", run)[0]).to_pylist()
+    assert {r["task_id"] for r in sft} - medium and len(sft) > len(rows["sft"])
+
+
+def test_build_refuses_an_unknown_difficulty_in_one_line(cli, tmp_path: Path) -> None:
+    proc = cli.run("build", "sample", "--out", str(tmp_path / "o"), "--difficulty", "hardest",
+                   cache=tmp_path / "cache")
+    assert "unknown difficulty 'hardest'" in cli.error_line(proc)

@@ -84,13 +84,15 @@ def test_one_set_of_defaults() -> None:
 
 def test_flags_set_every_field_they_name() -> None:
     c = BuildConfig(workers=3, seed=7, max_tasks=2, holdout=0.2, executor="ray",
-                    policies=("oracle",), emit_wm=True, issue_writer="oracle")
+                    policies=("oracle",), emit_wm=True, issue_writer="oracle",
+                    difficulty="hard", curriculum=True)
     assert (c.tasks.workers, c.rollouts.workers) == (3, 3)
     assert (c.tasks.seed, c.rollouts.seed, c.corpus.split.seed) == (7, 7, 7)
     assert (c.tasks.executor, c.rollouts.executor) == ("ray", "ray")
     assert c.tasks.max_tasks == 2 and c.corpus.split.holdout_fraction == 0.2
     assert c.rollouts.policy == "oracle" and c.rollouts.samples == 4 and c.corpus.emit_wm
     assert c.tasks.problem_writer == "oracle"
+    assert (c.corpus.difficulty, c.corpus.curriculum) == ("hard", True)
     assert set(FLAGS) >= {"workers", "seed", "max_tasks", *RUNTIME_SETTINGS}
     # a nested value and a flag together: both apply
     both = BuildConfig(tasks=TasksConfig(near_misses=0), max_tasks=2)

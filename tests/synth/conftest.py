@@ -14,6 +14,7 @@ import pytest
 from swemill.core.records import TestResult
 from swemill.suite.verdict import parse_report
 from swemill.synth.patches import apply_patch
+from swemill.synth.strategy import RepoView
 
 GIT_ENV = {
     **os.environ,
@@ -95,3 +96,15 @@ def mutant_failures(root: Path, bug_patch: str, tmp_path: Path) -> list[TestResu
         cwd=work, env=env, capture_output=True, text=True, timeout=120)
     judged = parse_report(report.read_text(), proc.returncode, nonce="n")
     return [r for r in judged.results.values() if r.outcome == "failed"]
+
+
+def many_functions(root: Path, n: int) -> RepoView:
+    """A committed repository whose lib.py holds ``n`` small functions (no tests)."""
+    root.mkdir()
+    fns = "\n\n".join(f"def f{i}(x):\n    if x > {i}:\n        return x - {i}\n    return {i}\n"
+                      for i in range(n))
+    (root / "lib.py").write_text(fns)
+    run_git(root, "init", "-q", "-b", "main")
+    run_git(root, "add", "-A")
+    run_git(root, "commit", "-q", "-m", "lib")
+    return RepoView(root=root, repo="o/many", commit=run_git(root, "rev-parse", "HEAD").strip())

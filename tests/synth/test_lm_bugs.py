@@ -27,7 +27,7 @@ from swemill.synth.strategy import RepoView
 from swemill_testkit.fake_bugwriter import ANSWER_KINDS, BugPrompt, bug_writer_script
 from swemill_testkit.fake_server import FakeError, FakeOpenAIServer, FakeReply
 
-from .conftest import git_apply_check, run_git
+from .conftest import git_apply_check, many_functions, run_git
 
 SAMPLE = Path(sample_pkg.__file__).parent / "tree"
 EXPECTED = {"bad_diff": "answer_bad_diff", "outside": "answer_outside_function",
@@ -136,23 +136,12 @@ def test_a_model_strategy_needs_a_writer() -> None:
         make_strategy("lm-rewrite", writer=None)
 
 
-def _many_functions(root: Path, n: int) -> RepoView:
-    root.mkdir()
-    fns = "\n\n".join(f"def f{i}(x):\n    if x > {i}:\n        return x - {i}\n    return {i}\n"
-                      for i in range(n))
-    (root / "lib.py").write_text(fns)
-    run_git(root, "init", "-q", "-b", "main")
-    run_git(root, "add", "-A")
-    run_git(root, "commit", "-q", "-m", "lib")
-    return RepoView(root=root, repo="o/many", commit=run_git(root, "rev-parse", "HEAD").strip())
-
-
 HOLD_S = 2.0
 N_HELD = 16
 
 
 def test_sixteen_concurrent_calls_never_pass_max_usd(tmp_path: Path) -> None:
-    repo = _many_functions(tmp_path / "many", 120)
+    repo = many_functions(tmp_path / "many", 120)
     starts: list[float] = []
     held: list[float] = []
     lock = threading.Lock()
@@ -204,7 +193,7 @@ def test_a_refusal_while_calls_are_in_flight_waits_for_them(tmp_path: Path) -> N
     """Eight workers, a ceiling that holds two worst cases at once but pays for several calls
     one after another: refused reservations wait for the calls in flight instead of ending
     the strategy while money is left."""
-    repo = _many_functions(tmp_path / "many", 40)
+    repo = many_functions(tmp_path / "many", 40)
     with FakeOpenAIServer(bug_writer_script(repo.root, ["edit"]), price_in=10.0,
                           price_out=10.0) as srv:
         writer = _writer(srv, workers=8, price="10,10", max_tokens=256, max_usd=0.025)

@@ -12,6 +12,7 @@ from swemill.policies.scripted import ScriptedPolicy
 from swemill.synth.problem import (
     FailingTest,
     PolicyProblemWriter,
+    Statement,
     evidence,
     write_problem_statement,
 )
@@ -94,11 +95,14 @@ def test_policy_writer_uses_the_model_and_falls_back() -> None:
     writer = PolicyProblemWriter(ScriptedPolicy(["Totals are off by one since the update."]))
     assert writer.write(failures, "r") == "Totals are off by one since the update.\n"
     prompt = writer.prompt(failures, "r")
-    assert "tests/t.py::test_x" in prompt[-1].text and writer.fallbacks == 0
+    assert "tests/t.py::test_x" in prompt[-1].text and not writer.fallbacks
+    assert writer.calls == 1
     silent = PolicyProblemWriter(ScriptedPolicy(["   "]))
     assert silent.write(failures, "r") == write_problem_statement(failures, "r")
-    assert silent.fallbacks == 1
+    assert silent.fallbacks == {"empty": 1}
     exhausted = PolicyProblemWriter(ScriptedPolicy([]))
     with pytest.raises(PolicyError):
         ScriptedPolicy([]).act(writer.prompt(failures, "r"), [])
-    assert exhausted.write(failures, "r") == write_problem_statement(failures, "r")
+    said = exhausted.statement(failures, "r")
+    assert said == Statement(write_problem_statement(failures, "r"), "template", "call_failed")
+    assert exhausted.fallbacks == {"call_failed": 1}

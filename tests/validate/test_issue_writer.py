@@ -47,15 +47,21 @@ def test_model_statements_are_used_unless_they_leak(shared_cache: Path, tmp_path
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["tasks"] == 2 and len(answered) == 2
-    assert summary["yields"]["procedural"]["statement_fallback"] == 1
+    y = summary["yields"]["procedural"]
+    assert y["statement_fallback"] == 1 and y["statement_fallbacks"] == {"leak": 1}
+    assert y["statement_calls"] == 2
     store = Store(str(out))
     manifest = store.read_manifest("iw")
-    assert manifest.metadata["tasks_sources"]["sample"]["procedural"]["counts"][
-        "statement_fallback"] == 1
+    counts = manifest.metadata["tasks_sources"]["sample"]["procedural"]["counts"]
+    assert counts["statement_fallback"] == counts["statement_fallback_leak"] == 1
+    assert manifest.metadata["issue_writer"]["calls"] == 2
     tasks = {t.instance_id: t for t in store.read_records("tasks", "iw", Task)}
     goldens = {g.instance_id: g for g in store.read_records("golden", "iw", Golden)}
     how = sorted((t.metadata["statement"], t.problem_statement) for t in tasks.values())
     assert how[0] == ("fallback", how[0][1]) and how[1] == ("written", CLEAN + "\n")
+    by = sorted((t.metadata["statement_by"], t.metadata.get("statement_fallback"))
+                for t in tasks.values())
+    assert by == [(f"openai:fake-writer@{srv.base_url}", None), ("template", "leak")]
     fallback = how[0][1]
     assert "Failing tests:" in fallback and "diff --git" not in fallback
     # the model saw the failing tests and nothing of either patch

@@ -45,14 +45,22 @@ def register(app: typer.Typer) -> None:
         max_usd: opt.MaxUsd = None,
         issue_writer: Annotated[str | None, typer.Option(
             "--issue-writer", help="Policy spec that writes the tasks' statements from the "
-                                   "failing tests' evidence (default: the template).")] = None,
+                                   "failing tests' evidence, or 'template' (default: the "
+                                   "--bug-writer model if given, else the template; spends "
+                                   "from --max-usd).")] = None,
         bug_writer: Annotated[str | None, typer.Option(
             "--bug-writer", help="Policy spec of the model that writes the lm-modify / "
                                  "lm-rewrite bugs (spends from --max-usd).")] = None,
         price: Annotated[str | None, typer.Option(
             "--price", help="IN,OUT dollars per million tokens of the models the build calls "
-                            "(bug writer, rollout policies) where the price table does not know "
-                            "them ('0,0' for a free local server).")] = None,
+                            "(bug and issue writers, rollout policies) where the price table "
+                            "does not know them ('0,0' for a free local server).")] = None,
+        difficulty: Annotated[str | None, typer.Option(
+            "--difficulty", help="Keep the SFT/DPO rows of tasks labelled easy, medium or hard "
+            "(solve rate from the build's rollouts); all keeps every row (default).")] = None,
+        curriculum: Annotated[bool, typer.Option(
+            "--curriculum", help="Order the SFT/DPO rows easy to hard instead of input "
+                                 "order.")] = False,
         allow_contaminated: opt.AllowContaminated = False,
         recipe: opt.Recipe = None,
         emit: Annotated[list[str] | None, typer.Option(
@@ -88,7 +96,8 @@ def register(app: typer.Typer) -> None:
             "allow_contaminated": True if allow_contaminated else None,
             "suite_timeout_s": suite_timeout, "repeat": repeat, "audit": audit,
             "issue_writer": issue_writer, "bug_writer": bug_writer, "price": price,
-            "recipe": recipe}
+            "recipe": recipe, "difficulty": difficulty,
+            "curriculum": True if curriculum else None}
         given = {k: v for k, v in flags.items() if v is not None}
         if resume and (fixed := sorted(set(given) - RUNTIME_SETTINGS)):
             names = ", ".join("--" + k.replace("_", "-") for k in fixed)

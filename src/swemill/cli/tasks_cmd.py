@@ -89,15 +89,17 @@ def generate(
         "(0: every such commit gets one).")] = 3,
     issue_writer: Annotated[str | None, typer.Option(
         "--issue-writer", help="Policy spec (e.g. openai:MODEL@URL) that writes each "
-        "statement from the failing tests' evidence; leak-checked, the template if it "
-        "leaks (default: the template).")] = None,
+        "statement from the failing tests' evidence, or 'template'; leak-checked, the "
+        "template if it leaks (default: the --bug-writer model if given, else the "
+        "template).")] = None,
     bug_writer: Annotated[str | None, typer.Option(
         "--bug-writer", help="Policy spec (e.g. openai:MODEL@URL) of the model that writes "
         "the lm-modify / lm-rewrite bugs.")] = None,
     max_usd: MaxUsd = None,
     price: Annotated[str | None, typer.Option(
-        "--price", help="IN,OUT dollars per million tokens of the bug writer's model, where "
-        "the price table does not know it ('0,0' for a free local server).")] = None,
+        "--price", help="IN,OUT dollars per million tokens of the bug and issue writers' "
+        "models, where the price table does not know them ('0,0' for a free local server).")]
+    = None,
     run_id: Annotated[str | None, typer.Option(
         "--run-id", help="Run id (default: a new time-sorted id).")] = None,
     resume: Annotated[bool, typer.Option(
@@ -216,8 +218,15 @@ def _print(s: dict[str, Any]) -> None:
         out.print(f"older commits' environment {key}: {what}", highlight=False, markup=False)
     for name, y in s["yields"].items():
         if y.get("calls"):
-            out.print(f"{name}: {y['calls']} model call(s), ${y['cost_usd']:.4f}",
+            out.print(f"{name}: {y['calls']} bug-writing call(s), ${y['cost_usd']:.4f}",
                       highlight=False)
+        if y.get("statement_calls"):
+            out.print(f"{name}: {y['statement_calls']} issue-writing call(s), "
+                      f"${y['statement_cost_usd']:.4f}", highlight=False)
+        if fell := y.get("statement_fallbacks"):
+            why = ", ".join(f"{k} {v}" for k, v in sorted(fell.items()))
+            out.print(f"{name}: {sum(fell.values())} statement(s) by the template instead "
+                      f"({why})", highlight=False)
     t = s["timings_s"]
     out.print(f"setup {t.get('setup', 0):.1f} s, validation {t.get('validate', 0):.1f} s "
               f"({s['cpu_s']:.1f} CPU s), audited {s['audited']}"

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from swemill.core.errors import CorpusError
+from swemill.core.errors import ConfigError, CorpusError
 from swemill.core.records import (
     Drop,
     Golden,
@@ -70,6 +70,11 @@ class CorpusConfig:
     """``easy``, ``medium``, ``hard``: keep only the rows of tasks of that label; ``all``."""
     curriculum: bool = False
     """Order every table easy to hard (:func:`curriculum_key`) instead of input order."""
+
+    def __post_init__(self) -> None:
+        if self.difficulty not in DIFFICULTIES:
+            raise ConfigError(f"unknown difficulty {self.difficulty!r}: choose one of "
+                              f"{', '.join(DIFFICULTIES)}")
 
 
 DIFFICULTIES = ("all", *LABELS)

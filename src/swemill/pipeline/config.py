@@ -61,6 +61,8 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "seed": ("tasks.seed", "rollouts.seed", "corpus.split.seed"),
     "holdout": ("corpus.split.holdout_fraction",),
     "emit_wm": ("corpus.emit_wm",),
+    "difficulty": ("corpus.difficulty",),
+    "curriculum": ("corpus.curriculum",),
 }
 """The build's flags (``--max-tasks`` is ``max_tasks``) and the fields each one sets."""
 

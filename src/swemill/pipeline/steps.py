@@ -21,6 +21,7 @@ from swemill.repo.sources import resolve_source
 from swemill.store.layout import gate_verdicts_key
 from swemill.validate.prepare import baseline_key, from_store, prepare_env, recipe_key
 from swemill.validate.prepare import gate as gate_source
+from swemill.validate.runstate import tasks_spent
 from swemill.validate.validator import run_tasks
 
 __all__ = ["gate", "env", "tasks", "rollouts", "corpus", "report"]
@@ -96,11 +97,11 @@ def tasks(ctx: StageContext) -> dict[str, int]:
 
 def rollouts(ctx: StageContext) -> dict[str, int]:
     config = ctx.config.rollouts
-    if config.max_usd is not None and ctx.config.tasks.bug_writer:
-        # the bug writer spent from the same ceiling: the rollouts get what it left
-        written = ctx.store.read_manifest(ctx.run_id).metadata.get("bug_writer") or {}
-        left = max(0.0, config.max_usd - float(written.get("cost_usd", 0.0)))
-        config = config.model_copy(update={"max_usd": left})
+    if config.max_usd is not None and (ctx.config.tasks.bug_writer
+                                       or ctx.config.tasks.issue_writer):
+        # the bug and issue writers spent from the same ceiling: the rollouts get the rest
+        spent = tasks_spent(ctx.store.read_manifest(ctx.run_id))
+        config = config.model_copy(update={"max_usd": max(0.0, config.max_usd - spent)})
     result = run_rollouts(ctx.store, ctx.run_id, config, run_id=ctx.run_id, resume=ctx.resume,
                           progress=_progress(ctx))
     if result.stopped:  # the dollar budget ran out: the corpus is built from what was paid for

@@ -38,9 +38,14 @@ __all__ = [
     "family_of",
     "estimate_tokens",
     "one_line",
+    "TRUNCATED",
     "usage_from",
     "tool_use_block",
 ]
+
+
+TRUNCATED = frozenset({"length", "max_tokens"})
+"""Stop reasons that mean an answer was cut at the token limit (OpenAI, Anthropic, Bedrock)."""
 
 
 def one_line(text: object, limit: int = 300) -> str:

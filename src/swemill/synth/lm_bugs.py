@@ -33,7 +33,7 @@ from typing import Any
 from swemill.core.errors import BudgetExceeded, ConfigError, PolicyError
 from swemill.core.records import Candidate, ChangedSymbol, Message, Usage
 from swemill.policies.budget import Budget, call_with_budget
-from swemill.policies.policy import Policy, PolicyReply, one_line
+from swemill.policies.policy import TRUNCATED, Policy, PolicyReply, one_line
 from swemill.synth.bug_answer import (
     AnswerRefused,
     FunctionSpan,
@@ -53,8 +53,6 @@ from swemill.synth.strategy import (
 
 __all__ = ["BugWriter", "LmModifyStrategy", "LmRewriteStrategy"]
 
-TRUNCATED = frozenset({"length", "max_tokens"})
-"""Stop reasons that mean the answer was cut at the token limit (OpenAI, Anthropic, Bedrock)."""
 MAX_FAILED_IN_A_ROW = 5
 """Calls that fail one after another before the strategy stops asking (an endpoint down)."""
 

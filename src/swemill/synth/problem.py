@@ -8,25 +8,31 @@ pytest's ``>`` source excerpts), since where the bug lives is the policy's job t
 its line is reworded ("a name is not defined in <function>") without the name.
 
 A model can write the statement instead through :class:`PolicyProblemWriter`, which hands it
-the same evidence and nothing more.
+the same evidence and nothing more, and spends from the run's budget. Either writer returns a
+:class:`Statement`: the text, who wrote it, and why the template stood in for the model.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from swemill.core.errors import PolicyError
+from swemill.core.errors import BudgetExceeded, PolicyError
 from swemill.core.records import Message, TestResult, TextBlock
-from swemill.policies.policy import Policy
+from swemill.policies.budget import Budget, call_with_budget
+from swemill.policies.policy import TRUNCATED, Policy
 
 __all__ = [
+    "FALLBACK_REASONS",
     "FailingTest",
     "PolicyProblemWriter",
     "ProblemWriter",
+    "Statement",
     "TemplateProblemWriter",
     "evidence",
     "write_problem_statement",
@@ -134,6 +140,9 @@ class TemplateProblemWriter:
     def write(self, failures: Sequence[Failure], repo: str, where: str = "") -> str:
         return write_problem_statement(failures, repo, where=where)
 
+    def statement(self, failures: Sequence[Failure], repo: str, where: str = "") -> Statement:
+        return Statement(self.write(failures, repo, where))
+
 
 _SYSTEM = (
     "You write GitHub issues. Describe the observed misbehaviour as a user would, from the "
@@ -141,22 +150,49 @@ _SYSTEM = (
     "not invent file names. Plain prose, under 200 words."
 )
 
+FALLBACK_REASONS = ("over_budget", "call_failed", "empty", "truncated", "leak")
+"""Why a model's statement was replaced by the template: the ``--max-usd`` budget could not
+hold the call, the call failed, the answer was empty or cut at the token limit (here), or the
+text gave the edit away (decided where the task is written, :mod:`swemill.synth.leaks`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """A statement and who wrote it: ``by`` is ``template`` or the model's spec; ``fallback``
+    says why the template stands in for a model's text (:data:`FALLBACK_REASONS`)."""
+
+    text: str
+    by: str = "template"
+    fallback: str | None = None
+
 
 class PolicyProblemWriter:
     """A model (any :class:`~swemill.policies.policy.Policy`) writes the statement.
 
-    It is shown the template's text, i.e. the same evidence and nothing more.
+    It is shown the template's text, i.e. the same evidence and nothing more. Each call is
+    reserved against ``budget`` (the run's ``--max-usd``, shared with the bug writer) at its
+    worst case and settled at its real cost, like every model call of a run.
 
-    Falls back to the template when the model fails or answers nothing; ``fallbacks`` counts
-    how often that happened. What it answers is checked where the task is written, with the
-    patches at hand (:mod:`swemill.synth.leaks`: a quoted changed line, a name only the edit
-    contains, a diff), and replaced by the template there if it leaks.
+    Falls back to the template when the budget cannot hold the call, the call fails, or the
+    model answers nothing or is cut at the token limit; ``fallbacks`` counts how often, per
+    reason. What it answers is checked where the task is written, with the patches at hand
+    (:mod:`swemill.synth.leaks`: a quoted changed line, a name only the edit contains, a
+    diff), and replaced by the template there if it leaks.
     """
 
-    def __init__(self, policy: Policy, fallback: ProblemWriter | None = None) -> None:
+    def __init__(self, policy: Policy, fallback: ProblemWriter | None = None,
+                 budget: Budget | None = None) -> None:
         self.policy = policy
         self.fallback = fallback or TemplateProblemWriter()
-        self.fallbacks = 0
+        self.budget = budget or Budget(name="issue-writer")
+        self.fallbacks: Counter[str] = Counter()
+        self.calls = 0
+        self.cost_usd = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> str:
+        return str(getattr(self.policy, "model", self.policy.name))
 
     def prompt(self, failures: Sequence[Failure], repo: str, where: str = "") -> list[Message]:
         facts = write_problem_statement(failures, repo, where=where)
@@ -165,12 +201,37 @@ class PolicyProblemWriter:
             Message(role="user", content=[TextBlock(text=facts)]),
         ]
 
-    def write(self, failures: Sequence[Failure], repo: str, where: str = "") -> str:
+    def statement(self, failures: Sequence[Failure], repo: str, where: str = "") -> Statement:
+        """The model's statement, or the template's with the reason it took over."""
         try:
-            text = self.policy.act(self.prompt(failures, repo, where), []).message.text.strip()
+            reply = call_with_budget(self.policy, self.budget, self.prompt(failures, repo, where),
+                                     [])
+        except BudgetExceeded:  # no call was made
+            return self._fell_back("over_budget", failures, repo, where)
         except PolicyError:
-            text = ""
+            with self._lock:
+                self.calls += 1
+            return self._fell_back("call_failed", failures, repo, where)
+        with self._lock:
+            self.calls += 1
+            self.cost_usd += reply.usage.cost_usd
+        text = reply.message.text.strip()
         if not text:
-            self.fallbacks += 1
-            return self.fallback.write(failures, repo, where)
-        return text + "\n"
+            return self._fell_back("empty", failures, repo, where)
+        if reply.stop_reason in TRUNCATED:
+            return self._fell_back("truncated", failures, repo, where)
+        return Statement(text + "\n", by=self.policy.spec)
+
+    def write(self, failures: Sequence[Failure], repo: str, where: str = "") -> str:
+        return self.statement(failures, repo, where).text
+
+    def _fell_back(self, reason: str, failures: Sequence[Failure], repo: str,
+                   where: str) -> Statement:
+        with self._lock:
+            self.fallbacks[reason] += 1
+        return Statement(self.fallback.write(failures, repo, where), fallback=reason)
+
+    def summary(self) -> dict[str, Any]:
+        """What the manifest records of this writer (``metadata.issue_writer``)."""
+        return {"spec": self.policy.spec, "model": self.model, "calls": self.calls,
+                "cost_usd": round(self.cost_usd, 9), "budget": self.budget.summary()}

@@ -25,7 +25,7 @@ from swemill.store import Store
 from swemill.store.layout import snapshot_key
 from swemill.synth.leaks import LeakCheck, unchanged_text
 from swemill.synth.patches import parse_patch, reverse_patch
-from swemill.synth.problem import FailingTest, write_problem_statement
+from swemill.synth.problem import FailingTest, Statement, write_problem_statement
 from swemill.validate.check import Checked
 from swemill.validate.difficulty import proxies_of
 from swemill.validate.guard import GoldenGuard
@@ -41,7 +41,8 @@ _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 class Writer(Protocol):
     """Writes a statement (the template's or a model's, :mod:`swemill.synth.problem`)."""
 
-    def __call__(self, failures: Sequence[FailingTest], repo: str, where: str = "") -> str: ...
+    def __call__(self, failures: Sequence[FailingTest], repo: str, where: str = ""
+                 ) -> Statement: ...
 
 
 def instance_id_of(repo: str, candidate_id: str) -> str:
@@ -107,18 +108,21 @@ def emit_task(store: Store, checked: Checked, *, run_id: str, source: Path, spec
     where = cand.changed[0].qualname if cand.changed else ""
     check = LeakCheck.of(golden.bug_patch, golden.golden_patch,
                          [kept, *(f"{f.nodeid}\n{f.message}" for f in failures)])
-    statement, how = statement_for(failures, cand.repo or repo, where, writer, check,
-                                   GoldenGuard.of(golden), cand.problem_statement)
+    written = statement_for(failures, cand.repo or repo, where, writer, check,
+                            GoldenGuard.of(golden), cand.problem_statement)
     proxies = proxies_of(cand.bug_patch, cand.strategy, verdict.fail_to_pass, checked.messages,
                          LeakCheck.of(golden.bug_patch, golden.golden_patch,
                                       [kept, *verdict.fail_to_pass]))
     task = Task(
         instance_id=iid, repo=cand.repo or repo, base_commit=checked.base_commit,
-        problem_statement=statement, FAIL_TO_PASS=verdict.fail_to_pass,
+        problem_statement=written.text, FAIL_TO_PASS=verdict.fail_to_pass,
         PASS_TO_PASS=verdict.pass_to_pass, test_cmd=test_cmd, strategy=cand.strategy,
         license_tier=license_tier, env_recipe=env_recipe, snapshot=key,
         metadata={"source": spec, "snapshot_sha256": digest(data), "scope": cand.scope,
-                  "statement": how, "difficulty": proxies,
+                  "statement": "fallback" if written.fallback else "written",
+                  "statement_by": written.by,
+                  **({"statement_fallback": written.fallback} if written.fallback else {}),
+                  "difficulty": proxies,
                   **({"env_key": checked.env_key} if checked.env_key else {}),
                   "selected_tests": checked.selected, "parents": list(cand.parents),
                   **({"provenance": cand.metadata["provenance"]}
@@ -143,16 +147,18 @@ def _unchanged(tree: Path, bug_patch: str) -> str:
 
 
 def statement_for(failures: Sequence[FailingTest], repo: str, where: str, writer: Writer,
-                  check: LeakCheck, guard: GoldenGuard, given: str | None = None
-                  ) -> tuple[str, str]:
-    """The statement and how it came to be: ``written`` (the writer's or the candidate's own),
-    or ``fallback`` when that leaked (:class:`~swemill.synth.leaks.LeakCheck`, or golden
-    code a failure message quoted) and the template, or failing test names alone, took over."""
-    statement = given or writer(failures, repo, where)
-    if check.ok(statement) and not guard.leaks(statement):
-        return statement, "written"
+                  check: LeakCheck, guard: GoldenGuard, given: str | None = None) -> Statement:
+    """The statement: the writer's (or the candidate's own), or the template's where that
+    leaked (:class:`~swemill.synth.leaks.LeakCheck`, or golden code a failure message
+    quoted: ``fallback="leak"``) or where the writer's model could not write it (its own
+    reason, :data:`~swemill.synth.problem.FALLBACK_REASONS`). The template itself falls back
+    to the failing test names alone when its evidence leaks."""
+    first = Statement(given, by="candidate") if given else writer(failures, repo, where)
+    if check.ok(first.text) and not guard.leaks(first.text):
+        return first
+    reason = first.fallback or "leak"
     for facts in (failures, [FailingTest(f.nodeid) for f in failures]):
         text = write_problem_statement(facts, repo, where=where)
         if check.ok(text) and not guard.leaks(text):
-            return text, "fallback"
-    return write_problem_statement([], repo), "fallback"
+            return Statement(text, fallback=reason)
+    return Statement(write_problem_statement([], repo), fallback=reason)

@@ -56,8 +56,10 @@ def resumed(store: Store, spec: str, repo: str, run_id: str, name: str,
     drops = {k.removeprefix("dropped_"): v for k, v in counts.items() if k.startswith("dropped_")}
     skipped = {k.removeprefix("skipped_"): v for k, v in counts.items()
                if k.startswith("skipped_")}
+    fell = {k.removeprefix("statement_fallback_"): v for k, v in counts.items()
+            if k.startswith("statement_fallback_")}
     return StrategyYield(counts.get("in", 0), len(pairs), counts.get("valid", len(pairs)),
-                         drops, skipped), pairs
+                         drops, skipped, statement_fallbacks=fell), pairs
 
 
 def _snapshot_intact(store: Store, task: Task) -> bool:

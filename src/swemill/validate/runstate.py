@@ -14,6 +14,7 @@ from swemill.core.progress import Progress
 from swemill.core.records import Golden, RunManifest, Task
 from swemill.policies import policy_from_spec
 from swemill.policies.budget import Budget
+from swemill.policies.policy import Policy
 from swemill.policies.prices import parse_price
 from swemill.repo.commitenv import CommitEnvs
 from swemill.repo.envbuild import RepoEnv
@@ -27,7 +28,8 @@ from swemill.validate.check import Checked
 from swemill.validate.emit import Writer, emit_task
 from swemill.validate.tasks_config import TasksConfig
 
-__all__ = ["RunState", "bug_writer", "charge", "problem_writer"]
+__all__ = ["RunState", "bug_writer", "charge", "problem_writer", "run_budget",
+           "tasks_spent"]
 
 @dataclass
 class RunState:
@@ -41,10 +43,15 @@ class RunState:
     config: TasksConfig
     tier: str
     test_cmd: str
-    writer: Writer
     progress: Progress
     envs: CommitEnvs
     bug_writer: BugWriter | None = None
+    issue_writer: PolicyProblemWriter | None = None
+    """The model writing the statements; None: the template."""
+
+    @property
+    def writer(self) -> Writer:
+        return (self.issue_writer or TemplateProblemWriter()).statement
 
     def emit(self, checked: list[Checked]) -> list[tuple[Task, Golden]]:
         """Each task with its environment's test command and key: the head's, or its base
@@ -64,39 +71,58 @@ class RunState:
         return out
 
 
-def problem_writer(config: TasksConfig) -> Writer:
-    """The template from the failing tests, or the policy ``--issue-writer`` names."""
-    if not config.problem_writer:
-        return TemplateProblemWriter().write
-    return PolicyProblemWriter(policy_from_spec(config.problem_writer)).write
+def run_budget(config: TasksConfig, manifest: RunManifest) -> Budget:
+    """What is left of the run's ``--max-usd`` for its model calls (bug writing and issue
+    writing draw from this one budget; an earlier invocation of the run may have spent some)."""
+    left = None if config.max_usd is None else max(0.0, config.max_usd - tasks_spent(manifest))
+    return Budget(left, name="tasks")
 
 
-def bug_writer(config: TasksConfig, manifest: RunManifest) -> BugWriter | None:
-    """The model ``--bug-writer`` names, spending from what is left of the run's
-    ``--max-usd`` (an earlier invocation of the same run may have spent some)."""
-    if not config.bug_writer:
-        return None
-    spent = float((manifest.metadata.get("bug_writer") or {}).get("cost_usd", 0.0))
-    left = None if config.max_usd is None else max(0.0, config.max_usd - spent)
-    ctx: dict[str, Any] = {"max_tokens": config.bug_writer_max_tokens, "seed": config.seed}
+def tasks_spent(manifest: RunManifest) -> float:
+    """Dollars the run's bug-writing and issue-writing calls have cost so far."""
+    return sum(float((manifest.metadata.get(key) or {}).get("cost_usd", 0.0))
+               for key in ("bug_writer", "issue_writer"))
+
+
+def _model(spec: str, config: TasksConfig, budget: Budget, max_tokens: int) -> Policy:
+    ctx: dict[str, Any] = {"max_tokens": max_tokens, "seed": config.seed}
     if config.price:
         ctx["price"] = parse_price(config.price)
-    policy = policy_from_spec(config.bug_writer, **ctx)
-    if left is not None and not policy.synthetic:
+    policy = policy_from_spec(spec, **ctx)
+    if budget.limits_usd and not policy.synthetic:
         policy.worst_case_cost([], [])  # a ceiling without a price: one clear error, now
-    return BugWriter(policy, Budget(left, name="tasks"), config.bug_writer_workers)
+    return policy
 
 
-def charge(manifest: RunManifest, writer: BugWriter | None, calls: int, cost_usd: float
-           ) -> None:
-    """A strategy's model calls into the manifest: ``cost_usd`` and ``metadata.bug_writer``
-    (the spec, model, prompt versions, calls and cost over every invocation of the run)."""
+def problem_writer(config: TasksConfig, budget: Budget) -> PolicyProblemWriter | None:
+    """The model that writes the statements (``--issue-writer``, by default the bug writer),
+    spending from ``budget``; None: the template writes them."""
+    spec = config.issue_writer
+    if spec is None:
+        return None
+    policy = _model(spec, config, budget, config.issue_writer_max_tokens)
+    return PolicyProblemWriter(policy, budget=budget)
+
+
+def bug_writer(config: TasksConfig, budget: Budget) -> BugWriter | None:
+    """The model ``--bug-writer`` names, spending from ``budget``."""
+    if not config.bug_writer:
+        return None
+    policy = _model(config.bug_writer, config, budget, config.bug_writer_max_tokens)
+    return BugWriter(policy, budget, config.bug_writer_workers)
+
+
+def charge(manifest: RunManifest, key: str, writer: BugWriter | PolicyProblemWriter | None,
+           calls: int, cost_usd: float) -> None:
+    """A strategy's model calls into the manifest: ``cost_usd`` and ``metadata[key]``
+    (``bug_writer`` or ``issue_writer``: the spec, model, calls and cost over every
+    invocation of the run, and for the bug writer its prompt versions)."""
     if writer is None or not calls:
         return
     manifest.cost_usd += cost_usd
-    old = manifest.metadata.get("bug_writer") or {}
+    old = manifest.metadata.get(key) or {}
     entry = writer.summary()
     entry["calls"] = int(old.get("calls", 0)) + calls
     entry["cost_usd"] = round(float(old.get("cost_usd", 0.0)) + cost_usd, 9)
-    manifest.metadata["bug_writer"] = entry
+    manifest.metadata[key] = entry
     manifest.policies = sorted(set(manifest.policies) | {writer.policy.spec})

@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     from swemill.validate.drops import DropSummary
 
 __all__ = ["TasksConfig", "TasksResult", "StrategyYield", "DEFAULT_STRATEGIES",
-           "MODEL_STRATEGIES"]
+           "MODEL_STRATEGIES", "TEMPLATE"]
 
 DEFAULT_STRATEGIES = ("procedural", "pr-mirror", "combine")
 _KNOWN = ("procedural", "pr-mirror", "combine", "rows", "lm-modify", "lm-rewrite")
 MODEL_STRATEGIES = ("lm-modify", "lm-rewrite")
 """Strategies whose candidates a model writes (``bug_writer``)."""
+TEMPLATE = "template"
+"""``--issue-writer template``: the template writes the statements, even with a bug writer."""
 
 
 class TasksConfig(BaseModel):
@@ -65,9 +67,13 @@ class TasksConfig(BaseModel):
     allow_contaminated: bool = False
     """Let an evaluation benchmark's repository through (the manifest records it)."""
     problem_writer: str | None = None
-    """A policy spec (see ``policy_from_spec``; ``--issue-writer``) that writes problem
-    statements from the failing tests' evidence; default: the template from the same. Either
-    is leak-checked (:mod:`swemill.synth.leaks`)."""
+    """What writes the problem statements from the failing tests' evidence
+    (``--issue-writer``): a policy spec (see ``policy_from_spec``), or ``template`` for the
+    template. Default (None): the bug writer's model where ``bug_writer`` is set, else the
+    template (:attr:`issue_writer`). Either is leak-checked (:mod:`swemill.synth.leaks`); a
+    model's calls spend from ``max_usd`` like the bug writer's."""
+    issue_writer_max_tokens: int = Field(default=1024, ge=64)
+    """Output tokens one statement may take (its worst case under ``max_usd``)."""
     bug_writer: str | None = None
     """A policy spec (``--bug-writer``) that writes the ``lm-modify`` / ``lm-rewrite`` bugs."""
     bug_writer_workers: int = Field(default=8, ge=1)
@@ -75,11 +81,12 @@ class TasksConfig(BaseModel):
     bug_writer_max_tokens: int = Field(default=2048, ge=64)
     """Output tokens one bug-writing answer may take (its worst case under ``max_usd``)."""
     max_usd: float | None = Field(default=None, ge=0)
-    """Dollar ceiling of the run's bug-writing calls (reserve the worst case, settle the
-    real cost: never passed); None: no ceiling."""
+    """Dollar ceiling of the run's model calls, bug writing and issue writing together
+    (reserve the worst case, settle the real cost: never passed); None: no ceiling."""
     price: str | None = None
-    """``IN,OUT`` dollars per million tokens of the bug writer's model (``--price``), for a
-    model the price table does not know; ``0,0`` for a free local server."""
+    """``IN,OUT`` dollars per million tokens of the models the run calls (bug writer, issue
+    writer; ``--price``), for a model the price table does not know; ``0,0`` for a free
+    local server. A cost the provider reports for a call comes first."""
     timeout_factor: float = Field(default=3.0, gt=0)
     """A run may take this many times its tests' baseline durations, plus start-up."""
     timeout_margin_s: float = Field(default=5.0, ge=0)
@@ -131,6 +138,13 @@ class TasksConfig(BaseModel):
             raise ValueError(str(exc)) from exc
         return value
 
+    @property
+    def issue_writer(self) -> str | None:
+        """The policy spec that writes the statements, or None for the template."""
+        if self.problem_writer == TEMPLATE:
+            return None
+        return self.problem_writer or self.bug_writer
+
     def check(self) -> TasksConfig:
         if "rows" in self.strategies and self.rows is None:
             raise ConfigError("the rows strategy needs a rows file (--rows FILE)")
@@ -141,11 +155,12 @@ class TasksConfig(BaseModel):
             raise ConfigError(f"unknown sandbox backend {self.backend!r}: auto, bwrap or local")
         from swemill.policies.policy import REGISTRY, split_spec
 
-        for what, spec in (("issue writer", self.problem_writer),
-                           ("bug writer", self.bug_writer)):
+        # the bug writer first: the issue writer may be the same spec, taken from it
+        for what, spec in (("bug writer", self.bug_writer), ("issue writer", self.issue_writer)):
             if spec is not None and split_spec(spec)[0] not in REGISTRY:
+                also = f", or {TEMPLATE!r} for the template" if what == "issue writer" else ""
                 raise ConfigError(f"unknown {what} {spec!r}: a policy spec, one of "
-                                  f"{', '.join(sorted(REGISTRY))}")
+                                  f"{', '.join(sorted(REGISTRY))}{also}")
         lm = [s for s in self.strategies if s in MODEL_STRATEGIES]
         if lm and self.bug_writer is None:
             raise ConfigError(f"the {lm[0]} strategy needs a model: --bug-writer SPEC (e.g. "
@@ -174,9 +189,14 @@ class StrategyYield:
     cost_usd: float = 0.0
     """What the strategy's model calls cost (``lm-modify``, ``lm-rewrite``)."""
     calls: int = 0
-    statement_fallbacks: int = 0
-    """Tasks whose statement leaked the edit (:mod:`swemill.synth.leaks`) and was replaced
-    by the template's (or by the failing test names alone)."""
+    statement_fallbacks: dict[str, int] = field(default_factory=dict)
+    """Tasks whose statement was replaced by the template's (or by the failing test names
+    alone), per reason (:data:`~swemill.synth.problem.FALLBACK_REASONS`: ``leak`` when it
+    gave the edit away, :mod:`swemill.synth.leaks`; ``over_budget`` when ``max_usd`` could
+    not hold the issue writer's call ...)."""
+    statement_calls: int = 0
+    """The issue writer's calls for the strategy's tasks."""
+    statement_cost_usd: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -228,9 +248,13 @@ class TasksResult:
             "yields": {k: {"candidates": v.candidates, "tasks": v.tasks, "valid": v.valid,
                            "yield": round(v.rate, 4), "drops": v.drops,
                            "skipped": v.skipped, "note": v.note,
-                           "statement_fallback": v.statement_fallbacks,
+                           "statement_fallback": sum(v.statement_fallbacks.values()),
+                           "statement_fallbacks": v.statement_fallbacks,
                            **({"calls": v.calls, "cost_usd": round(v.cost_usd, 9)}
-                              if v.calls else {})}
+                              if v.calls else {}),
+                           **({"statement_calls": v.statement_calls,
+                               "statement_cost_usd": round(v.statement_cost_usd, 9)}
+                              if v.statement_calls else {})}
                        for k, v in self.yields.items()},
             "drops": self.drops, "timings_s": self.timings_s, "cpu_s": round(self.cpu_s, 3),
             "instance_ids": self.instance_ids, "audited": self.audited,

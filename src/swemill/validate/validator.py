@@ -42,7 +42,7 @@ from swemill.validate.prepare import Prepared, prepare
 from swemill.validate.resume import resumed as _resumed
 from swemill.validate.resume import shard_name as _shard
 from swemill.validate.resume import sources_of as _sources
-from swemill.validate.runstate import RunState, bug_writer, charge, problem_writer
+from swemill.validate.runstate import RunState, bug_writer, charge, problem_writer, run_budget
 from swemill.validate.shadow import ShadowStats
 from swemill.validate.tasks_config import (
     MODEL_STRATEGIES,
@@ -100,7 +100,8 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     if executor is None and config.executor != "local":  # bad settings fail before any work
         executor = executor_for_tasks(config.executor, config.workers, store, source)
     manifest = _manifest(store, run_id, source, config)
-    writer = bug_writer(config, manifest)
+    budget = run_budget(config, manifest)  # bug writing and issue writing share it
+    writer, issues = bug_writer(config, budget), problem_writer(config, budget)
     say: Progress = progress or no_progress
     started = time.monotonic()
     prep = prepared or prepare(source, config, lambda msg: say(msg, 0, 0))
@@ -110,8 +111,8 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     store.write_jsonl(gate_verdicts_key(run_id), [verdict])
     envs = CommitEnvs(env, src, recipe=recipe, limit=config.commit_envs,
                       say=lambda line: say(line, 0, 0))
-    run = RunState(source, src, env, store, run_id, config, verdict.license_tier, command_line(env),
-               problem_writer(config), say, envs, writer)
+    run = RunState(source, src, env, store, run_id, config, verdict.license_tier,
+                   command_line(env), say, envs, bug_writer=writer, issue_writer=issues)
     result = TasksResult(run_id, source, src.repo, src.commit, verdict.license_tier,
                          timings_s={"setup": round(setup_s, 3)},
                          env_skipped=[f"{k.requirement}: {k.reason}" for k in env.skipped])
@@ -207,8 +208,14 @@ def _one_strategy(run: RunState, pool: WorkerPool, view: RepoView, name: str, qu
                       note=report.reason, skipped=dict(report.skipped),
                       cost_usd=report.cost_usd, calls=report.calls)
     result.yields[name] = y
+    iw = run.issue_writer
+    calls0, cost0 = (iw.calls, iw.cost_usd) if iw else (0, 0.0)
     pairs = run.emit(written)
-    y.statement_fallbacks = sum(t.metadata.get("statement") == "fallback" for t, _ in pairs)
+    if iw is not None:
+        y.statement_calls, y.statement_cost_usd = iw.calls - calls0, iw.cost_usd - cost0
+    y.statement_fallbacks = dict(Counter(str(t.metadata.get("statement_fallback", "leak"))
+                                         for t, _ in pairs
+                                         if t.metadata.get("statement") == "fallback"))
     shard, store = _shard(run.src.repo, name), run.store
     rows = candidate_records(stream.checked, [t.instance_id for t, _ in pairs], run.src.repo)
     rows += refused_records(report.refused, name, run.src.repo, run.src.commit, len(rows))
@@ -249,8 +256,10 @@ def _collect(result: TasksResult, name: str, pairs: list[tuple[Task, Golden]]) -
 
 
 def _counts(y: StrategyYield) -> dict[str, int]:
+    fell = y.statement_fallbacks
     return {"in": y.candidates, "out": y.tasks, "valid": y.valid,
-            **({"statement_fallback": y.statement_fallbacks} if y.statement_fallbacks else {}),
+            **({"statement_fallback": sum(fell.values())} if fell else {}),
+            **{f"statement_fallback_{k}": v for k, v in sorted(fell.items())},
             **{f"dropped_{k}": v for k, v in sorted(y.drops.items())},
             **{f"skipped_{k}": v for k, v in sorted(y.skipped.items())}}
 
@@ -263,7 +272,11 @@ def _record(store: Store, manifest: RunManifest, run: RunState, result: TasksRes
     entry: dict[str, object] = {"counts": _counts(y), "tier": run.tier, "feed": feed}
     if y.calls:
         entry["cost_usd"] = round(y.cost_usd, 9)
-        charge(manifest, run.bug_writer, y.calls, y.cost_usd)
+        charge(manifest, "bug_writer", run.bug_writer, y.calls, y.cost_usd)
+    if y.statement_calls:
+        entry["statement_cost_usd"] = round(y.statement_cost_usd, 9)
+        charge(manifest, "issue_writer", run.issue_writer, y.statement_calls,
+               y.statement_cost_usd)
     if fed is not None:
         entry["fed"] = fed
     _sources(manifest).setdefault(run.spec, {})[name] = entry

@@ -8,6 +8,11 @@ disk (the fake "re-implements" it) and edited the same way. :func:`bug_writer_sc
 plan of answer kinds into a script for :class:`~swemill_testkit.fake_server.FakeOpenAIServer`::
 
     with FakeOpenAIServer(bug_writer_script(root, ["edit", "diff", "noop"])) as srv: ...
+
+The same model writes the problem statements when a run has no other issue writer, so the
+script answers issue-writing prompts (:func:`is_issue_request`) too, from their own plan of
+:data:`ISSUE_KINDS` (a statement in prose from the failing test ids, one that quotes a diff,
+an empty one, one cut at the token limit).
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ from swemill.synth.bug_answer import function_spans
 from swemill.synth.bug_prompts import FUNCTION_HEADER, STUB_LINE
 from swemill_testkit.fake_server import FakeReply
 
-__all__ = ["ANSWER_KINDS", "BugPrompt", "bug_writer_script", "originals", "read_prompt",
-           "subtle_edit"]
+__all__ = ["ANSWER_KINDS", "ISSUE_KINDS", "BugPrompt", "bug_writer_script", "is_issue_request",
+           "issue_answer", "originals", "read_prompt", "subtle_edit"]
 
 _SHOWN = re.compile(re.escape(FUNCTION_HEADER) + r" `([^`]+)`\n```python\n(.*?)^```",
                     re.DOTALL | re.MULTILINE)
@@ -73,7 +78,7 @@ def originals(root: Path) -> Originals:
 
 def read_prompt(body: dict[str, Any], known: Originals) -> BugPrompt:
     """The prompt of a chat-completions request body; ``known``: :func:`originals`."""
-    text = "\n".join(str(m.get("content")) for m in body["messages"] if m["role"] == "user")
+    text = _user_text(body)
     shown, module = _SHOWN.search(text), _MODULE.search(text)
     assert shown is not None and module is not None, text[:500]
     file, qualname = module.group(1), shown.group(1)
@@ -160,21 +165,60 @@ def _reformatted(function: str) -> str:
     return "".join(lines[:at] + [f"{indent}# same as before\n", f"{indent}pass\n"] + lines[at:])
 
 
+ISSUE_KINDS = ("clean", "leaky", "empty", "truncated")
+_TEST_ID = re.compile(r"^- (\S+::\S+)$", re.MULTILINE)
+
+
+def _user_text(body: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content")) for m in body["messages"] if m["role"] == "user")
+
+
+def is_issue_request(body: dict[str, Any]) -> bool:
+    """A request for a problem statement (the failing tests' evidence), not for a bug."""
+    text = _user_text(body)
+    return "Failing tests:" in text and FUNCTION_HEADER not in text
+
+
+def issue_answer(body: dict[str, Any], kind: str) -> FakeReply:
+    """The reply of one ``kind`` (see :data:`ISSUE_KINDS`) to an issue-writing request."""
+    ids = _TEST_ID.findall(_user_text(body))
+    if kind == "clean":
+        return FakeReply(text=f"Since the latest change {len(ids)} test(s) fail that passed "
+                              f"before: {', '.join(ids)}. The results they check come out "
+                              "wrong; the rest of the library behaves as it did.")
+    if kind == "leaky":
+        return FakeReply(text="The fix:\ndiff --git a/x.py b/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    if kind == "empty":
+        return FakeReply(text="")
+    if kind == "truncated":
+        return FakeReply(text="Since the latest change some", finish_reason="length")
+    raise ValueError(f"unknown issue answer kind {kind!r}")
+
+
 def bug_writer_script(root: Path, plan: Sequence[str] | Callable[[int, BugPrompt], str],
+                      issues: Sequence[str] = ("clean",),
                       **reply: Any) -> Callable[[dict[str, Any]], FakeReply]:
-    """A server script answering the k-th request with ``plan[k]`` (the last kind repeats)
-    or ``plan(k, prompt)``; ``reply`` sets FakeReply fields (``cost``, ``delay_s``)."""
+    """A server script answering the k-th bug-writing request with ``plan[k]`` (the last kind
+    repeats) or ``plan(k, prompt)``, and the k-th issue-writing request with ``issues[k]``
+    (the last repeats); ``reply`` sets FakeReply fields (``cost``, ``delay_s``)."""
     lock = threading.Lock()
     seen: list[int] = []
+    asked: list[int] = []
     known = originals(root)
 
     def script(request: dict[str, Any]) -> FakeReply:
-        with lock:
-            k = len(seen)
-            seen.append(k)
-        prompt = read_prompt(request["body"], known)
-        kind = plan(k, prompt) if callable(plan) else plan[min(k, len(plan) - 1)]
-        out = answer(prompt, kind)
+        if is_issue_request(request["body"]):
+            with lock:
+                asked.append(len(asked))
+                n = len(asked) - 1
+            out = issue_answer(request["body"], issues[min(n, len(issues) - 1)])
+        else:
+            with lock:
+                k = len(seen)
+                seen.append(k)
+            prompt = read_prompt(request["body"], known)
+            kind = plan(k, prompt) if callable(plan) else plan[min(k, len(plan) - 1)]
+            out = answer(prompt, kind)
         for key, value in reply.items():
             setattr(out, key, value)
         return out
@@ -193,12 +237,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Scripted bug writer (OpenAI-compatible)")
     parser.add_argument("--root", required=True, type=Path)
     parser.add_argument("--kinds", default="edit,diff", help=f"cycled; of {ANSWER_KINDS}")
+    parser.add_argument("--issue-kinds", default="clean",
+                        help=f"statements, the last repeats; of {ISSUE_KINDS}")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--price", default="3,15", help="IN,OUT $ per million tokens billed")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     p_in, p_out = (float(x) for x in args.price.split(","))
-    srv = FakeOpenAIServer(bug_writer_script(args.root, lambda k, _p: kinds[k % len(kinds)]),
+    issues = [k.strip() for k in args.issue_kinds.split(",") if k.strip()]
+    srv = FakeOpenAIServer(bug_writer_script(args.root, lambda k, _p: kinds[k % len(kinds)],
+                                             issues),
                            port=args.port, price_in=p_in, price_out=p_out).start()
     print(f"fake bug writer at {srv.base_url}", flush=True)
     try:
