@@ -19,11 +19,21 @@ With ``--against REV`` it instead measures REV's sandbox and this checkout's sid
 run, alternating (see ``sandbox_against.py``), and prints medians and ratios, wall and CPU:
 
     .venv/bin/python benchmarks/bench_sandbox.py --against 40de007 [--rounds 12]
+
+With ``--steps`` it measures a session's ``bash true`` step on an overlay fork (as the
+environment server's sessions have): a new sandbox per command against the session runner
+(``keep_warm``: one long-lived sandbox whose runner forks each command), alternating rounds of
+``--per-round`` steps each, medians of wall and CPU per step (CPU: the benchmark's own cgroup
+v1 ``cpuacct`` group, so sandboxed processes count; else rusage), and the cost of a session's
+start (fork, runner start, first step) against a fork and its first step:
+
+    .venv/bin/python benchmarks/bench_sandbox.py --steps [--rounds 12] [--per-round 10]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import statistics
@@ -121,6 +131,54 @@ def bench_fork(name: str, ws: Path, repeat: int) -> list[tuple[str, float]]:
     return rows
 
 
+def bench_steps(rounds: int, per_round: int) -> None:
+    from bench_serve import CpuMeter
+
+    meter = CpuMeter()
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+
+    def measure(label: str, work: Callable[[], object], n: int) -> None:
+        cpu0, start = meter.now(), time.perf_counter()
+        for _ in range(n):
+            work()
+        wall.setdefault(label, []).append((time.perf_counter() - start) / n)
+        cpu.setdefault(label, []).append((meter.now() - cpu0) / n)
+
+    def start_session(keep_warm: bool) -> None:
+        sb = base.fork()
+        if keep_warm:
+            assert sb.keep_warm(wait=True), getattr(sb, "runner_note", "")
+        assert sb.exec("true").ok
+        sb.close()
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="swemill-bench-") as tmp:
+            base = open_sandbox(make_workspace(Path(tmp) / "ws", 50), backend="bwrap")
+            per, runner = base.fork(), base.fork()
+            assert runner.keep_warm(wait=True), getattr(runner, "runner_note", "")
+            assert runner.exec("true").extra.get("session_runner") == 1.0
+            for _ in range(rounds):
+                measure("step, a sandbox per command", lambda: per.exec("true"), per_round)
+                measure("step, session runner", lambda: runner.exec("true"), per_round)
+                measure("fork + first step, a sandbox per command",
+                        lambda: start_session(False), 1)
+                measure("fork + runner start + first step", lambda: start_session(True), 1)
+            for sb in (per, runner, base):
+                sb.close()
+    finally:
+        meter.close()
+    print(f"`bash -c true` on an overlay fork: medians of {rounds} rounds x {per_round}; "
+          f"CPU from {meter.kind}; load {os.getloadavg()[0]:.1f} at the end")
+    for label in wall:
+        print(f"  {label:<42} {statistics.median(wall[label]) * 1000:8.2f} ms wall "
+              f"{statistics.median(cpu[label]) * 1000:8.2f} ms CPU")
+    a, b = "step, a sandbox per command", "step, session runner"
+    print(f"session runner against a sandbox per command: x"
+          f"{statistics.median(wall[a]) / statistics.median(wall[b]):.2f} less wall, x"
+          f"{statistics.median(cpu[a]) / statistics.median(cpu[b]):.2f} less CPU per step")
+
+
 def bench_copy(ws: Path, repeat: int) -> float:
     dst = ws.parent / "cp-ref"
     return median_ms(lambda: subprocess.run(["cp", "-a", str(ws), str(dst)], check=True),
@@ -134,7 +192,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12, help="alternations (--against)")
     parser.add_argument("--per-round", type=int, default=10, help="runs per round and kind")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--steps", action="store_true",
+                        help="a session's steps: a sandbox per command against its runner")
     args = parser.parse_args()
+    if args.steps:
+        bench_steps(args.rounds, args.per_round)
+        return
     if args.worker or args.against:
         import sandbox_against
 

@@ -11,12 +11,15 @@ the episodes ran; its start-up, the tasks' workspaces and first grading servers,
 apart; for the naive path this process and everything it started), the machine's load
 average at the start and end of each K, and the server's peak RSS (VmHWM; test processes are
 its children and not counted).
-``--cold-grading`` runs the server with cold grading too, as another row. Then the same
+``--cold-grading`` runs the server with cold grading too, as another row; ``--per-command``
+runs it with ``--sandbox-per-command`` (a new sandbox for every command instead of one
+long-lived sandbox per session whose runner forks them), as another row. Then the same
 episodes, K at a time, through a fresh per-episode sandbox (no fork, no server:
 ``TaskEnv.reset`` unpacks the snapshot and opens a new sandbox each time; in-process, so it
 pays no HTTP; graded cold), as the naive comparison.
 
     .venv/bin/python benchmarks/bench_serve.py [--clients 1,8,32] [--episodes 2] [--tasks 3]
+        [--per-command] [--cold-grading] [--no-naive]
 """
 
 from __future__ import annotations
@@ -197,7 +200,9 @@ def main() -> None:
     parser.add_argument("--run", default="bench")
     parser.add_argument("--no-naive", action="store_true")
     parser.add_argument("--cold-grading", action="store_true",
-                        help="Also run the server with --cold-grading (a third row).")
+                        help="Also run the server with --cold-grading (another row).")
+    parser.add_argument("--per-command", action="store_true",
+                        help="Also run the server with --sandbox-per-command (another row).")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     os.environ.setdefault("SWEMILL_CACHE", str(tmp / "cache"))
@@ -228,10 +233,16 @@ def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: A
          meter: CpuMeter) -> None:
     for k in ks:
         served: dict[str, tuple[float, float]] = {}
-        for label, extra in [("serve", []), *([("cold", ["--cold-grading"])]
-                                              if args.cold_grading else [])]:
+        rows = [("serve", []), *([("percmd", ["--sandbox-per-command"])]
+                                 if args.per_command else []),
+                *([("cold", ["--cold-grading"])] if args.cold_grading else [])]
+        for label, extra in rows:
             served[label] = _serve(root, run, pairs, k, args.episodes, cache, label, extra,
                                    meter)
+        if "percmd" in served:
+            (c1, e1), (c0, e0) = served["serve"], served["percmd"]
+            print(f"  serve against percmd K={k}: episodes/min x{e1 / e0:.2f}, "
+                  f"CPU/episode x{c0 / c1:.2f} less", flush=True)
         if args.no_naive:
             continue
         n = Timings()

@@ -3,6 +3,7 @@ given once, on submit or at the step limit."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -78,6 +79,55 @@ def test_the_step_limit_ends_and_grades_the_episode(sample_tasks: SampleTasks,
         assert second.done and second.info.graded and second.info.stop == "step_limit"
         assert second.reward == 0.0 and second.info.resolved is False
         assert sess.state().reward == 0.0
+
+
+_WHO_RAN_ME = "grep -c swemill-run''ner /proc/$PPID/cmdline; echo $PPID"  # not itself
+_SLEEPERS = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null "
+             "| grep -c '^sleep 297.5'")
+
+
+def _episode(store: object, task_id: str, pool: envs.EnvPool, runner: bool) -> str:
+    """Who forks a session's commands, whether background processes outlive them, and what
+    the policy's ``run_tests`` says; returns its first line."""
+    with envs.open(task_id, store, pool=pool) as sess:  # type: ignore[arg-type]
+        sess.reset()
+
+        def bash(command: str) -> list[str]:
+            obs = sess.step({"name": "bash", "arguments": {"command": command}})
+            return obs.observation.content.split()
+
+        seen = [bash(_WHO_RAN_ME)[:2]]  # a runner starts in the background; till then, apart
+        while runner and seen[-1][0] == "0" and len(seen) < 20:
+            time.sleep(0.2)
+            seen.append(bash(_WHO_RAN_ME)[:2])
+        seen += [bash(_WHO_RAN_ME)[:2], bash(_WHO_RAN_ME)[:2]]
+        if runner:
+            assert seen[-3][0] == "1" and seen[-3:].count(seen[-3]) == 3, seen
+        else:
+            assert all(n == "0" for n, _ in seen), seen
+        assert "started" in bash("(sleep 297.5 &); nohup sleep 297.5 >/dev/null 2>&1 & "
+                                 "echo started")
+        assert bash(_SLEEPERS)[0] == "0"
+        tests = sess.step({"name": "run_tests", "arguments": {}}).observation
+        assert not tests.is_error or "failed" in tests.content, tests.content
+        return tests.content.splitlines()[0]
+
+
+def test_a_sessions_commands_run_in_one_sandbox_and_leave_nothing_running(
+        sample_tasks: SampleTasks, pool: envs.EnvPool) -> None:
+    """With ``session_runner`` (the default) every command of a session, the policy's
+    ``run_tests`` too, is forked by one runner in one long-lived sandbox; without, each has
+    a sandbox of its own. Either way a background process ends with the command that started
+    it, and ``run_tests`` reports the same."""
+    task_id = sample_tasks.tasks[0].instance_id
+    warm = _episode(sample_tasks.store, task_id, pool, runner=True)
+    apart = envs.EnvPool.of_run(sample_tasks.store, sample_tasks.run_id,
+                                sample_tasks.env_config(lint=False, session_runner=False))
+    try:
+        assert _episode(sample_tasks.store, task_id, apart, runner=False) == warm
+    finally:
+        apart.close()
+    assert "tests:" in warm
 
 
 def test_open_by_task_record_and_unknown_task(sample_tasks: SampleTasks) -> None:

@@ -46,9 +46,20 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-@pytest.fixture(params=["bwrap", "local"])
+def warm(sb: Sandbox) -> Sandbox:
+    """``sb`` with its commands forked by a session runner, started (skips where none can
+    run)."""
+    if not sb.keep_warm(wait=True):
+        note = getattr(sb, "runner_note", "")
+        sb.close()
+        pytest.skip(f"no session runner here: {note}")
+    return sb
+
+
+@pytest.fixture(params=["bwrap", "bwrap-runner", "local"])
 def backend(request: pytest.FixtureRequest) -> str:
-    if request.param == "bwrap" and not usable()[0]:
+    """A backend, and ``bwrap-runner``: bwrap with a session runner (``keep_warm``)."""
+    if str(request.param).startswith("bwrap") and not usable()[0]:
         pytest.skip(f"bwrap unusable: {usable()[1]}")
     return str(request.param)
 
@@ -56,7 +67,10 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def sandbox(workspace: Path, backend: str) -> Iterator[Sandbox]:
     with pytest.warns(RuntimeWarning) if backend == "local" else contextlib.nullcontext():
-        sb = open_sandbox(workspace, backend=backend, limits=Limits(timeout_s=30))
+        sb = open_sandbox(workspace, backend=backend.removesuffix("-runner"),
+                          limits=Limits(timeout_s=30))
+    if backend.endswith("-runner"):
+        warm(sb)
     try:
         yield sb
     finally:

@@ -16,16 +16,22 @@ from swemill.sandbox import Limits, open_sandbox
 from swemill.sandbox.cgroups import cgroup_support, leftover_groups
 from swemill.sandbox.contract import Sandbox
 
-from .conftest import needs_bwrap, processes_matching
+from .conftest import needs_bwrap, processes_matching, warm
 
 pytestmark = needs_bwrap
 
 
-@pytest.fixture
-def box(workspace: Path) -> Iterator[Sandbox]:
+@pytest.fixture(params=["per-command", "session-runner"])
+def box(workspace: Path, request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    """A bwrap sandbox with a sandbox per command, and one whose commands a session runner
+    forks (:meth:`~swemill.sandbox.bwrap.BwrapSandbox.keep_warm`): every attack, both ways."""
     limits = Limits(timeout_s=20, memory_mb=256, pids=200, output_bytes=64_000)
     with open_sandbox(workspace, backend="bwrap", limits=limits) as sb:
+        if request.param == "session-runner":
+            warm(sb)
         yield sb
+        if request.param == "session-runner":  # after the attack, the runner still serves
+            assert sb.exec("true").extra.get("session_runner") == 1.0
     assert leftover_groups() == []
 
 
@@ -137,8 +143,11 @@ def test_a_1gb_stdout_flood_returns_capped_output(box: Sandbox) -> None:
     assert grown_kb < 200_000, f"test process grew by {grown_kb} KiB"
 
 
-def test_file_size_limit(workspace: Path) -> None:
+@pytest.mark.parametrize("runner", [False, True])
+def test_file_size_limit(workspace: Path, runner: bool) -> None:
     with open_sandbox(workspace, backend="bwrap", limits=Limits(file_size_mb=1)) as sb:
+        if runner:
+            warm(sb)
         r = sb.exec(["head", "-c", "5000000", "/dev/zero"], timeout=10)
         assert r.ok  # to a pipe: not a file
         r = sb.exec("exec head -c 5000000 /dev/zero > big", timeout=10)

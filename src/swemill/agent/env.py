@@ -72,6 +72,11 @@ class EnvConfig:
     warm_grading: bool = True
     """Where environments share a prepared workspace (the environment server), grade through
     warm grading servers (:mod:`swemill.agent.warmgrade`); off: a fresh sandbox each time."""
+    session_runner: bool = True
+    """The environment server's sessions run their commands (``bash``, ``search``, the
+    policy's ``run_tests``) in one long-lived sandbox each, forked there by a runner
+    (:meth:`Sandbox.keep_warm <swemill.sandbox.contract.Sandbox.keep_warm>`; bwrap only);
+    off: a new sandbox per command."""
 
 
 def niced(sb: Sandbox, nice: int) -> Execute | None:

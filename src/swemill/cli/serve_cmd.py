@@ -40,6 +40,9 @@ def register(app: typer.Typer) -> None:
         cold_grading: Annotated[bool, typer.Option(
             "--cold-grading", help="Grade in a fresh sandbox each time, not through warm "
             "grading servers.")] = False,
+        step_sandbox: Annotated[bool, typer.Option(
+            "--sandbox-per-command", help="Run every command in a new sandbox, not in one "
+            "long-lived sandbox per session.")] = False,
     ) -> None:
         """Serve a run's tasks as RL environments: POST /sessions, /sessions/{id}/step, ..."""
         from swemill.agent.env import EnvConfig
@@ -62,7 +65,8 @@ def register(app: typer.Typer) -> None:
             pool = EnvPool.of_run(store, tasks, EnvConfig(backend=backend, lint=False,
                                                           test_timeout_s=test_timeout,
                                                           warm_grading=not cold_grading,
-                                                          test_nice=test_nice))
+                                                          test_nice=test_nice,
+                                                          session_runner=not step_sandbox))
         except SwemillError as exc:
             fail(str(exc))
         app = create_app(pool, config)

@@ -6,7 +6,9 @@ copy-on-write fork of it (:meth:`TaskEnv.fork`, an overlay mount where the host 
 a reset costs a fork, not an unpack, and sessions of one task share the frozen layers and the
 pristine copy used for grading. Each base also keeps the task's warm grading servers
 (:class:`~swemill.agent.warmgrade.WarmGrader`, the first started in the background as the base
-is made), which every session of the task grades through.
+is made), which every session of the task grades through. A session's commands run in one
+long-lived sandbox of its own (:mod:`swemill.sandbox._runner`), started in the background at
+its reset; the base never runs a command.
 
 The pool reads the store through its policy view: ``golden/`` and ``candidates/`` are out of
 its reach, so nothing golden can be served from here.
@@ -75,8 +77,12 @@ class EnvPool:
             return env
 
     def fork(self, task_id: str) -> TaskEnv:
-        """A fresh session workspace: a copy-on-write fork of the task's prepared one."""
-        return self.base(task_id).fork(track=False)
+        """A fresh session workspace: a copy-on-write fork of the task's prepared one, whose
+        session runner (``config.session_runner``) starts in the background."""
+        env = self.base(task_id).fork(track=False)
+        if self.config.session_runner:
+            env.sandbox.keep_warm()
+        return env
 
     def close(self) -> None:
         """Release every prepared workspace (sessions' forks are closed by their owners)."""

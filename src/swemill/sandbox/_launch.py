@@ -78,17 +78,19 @@ def guarded_argv(argv: Sequence[str], limits: Limits, cg: CommandCgroups | None)
 
 
 def start(argv: Sequence[str], *, held: bool, env: Mapping[str, str], cwd: str | None,
-          stdin: bool, limits: Limits, cg: CommandCgroups | None) -> subprocess.Popen[bytes]:
+          stdin: bool, limits: Limits, cg: CommandCgroups | None,
+          pass_fds: tuple[int, ...] = ()) -> subprocess.Popen[bytes]:
     """Start ``argv`` (a bwrap command line when ``held``) with pipes for its output (and its
-    input when ``stdin``); raises :class:`SandboxError` when it cannot be started."""
+    input when ``stdin``), ``pass_fds`` left open in it; raises :class:`SandboxError` when it
+    cannot be started."""
     if not held:
-        return _popen(guarded_argv(argv, limits, cg), env, cwd, stdin, ())
+        return _popen(guarded_argv(argv, limits, cg), env, cwd, stdin, pass_fds)
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
     try:
         try:
             proc = _popen([argv[0], "--info-fd", str(info_w), "--block-fd", str(block_r),
-                           *argv[1:]], env, cwd, stdin, (info_w, block_r))
+                           *argv[1:]], env, cwd, stdin, (info_w, block_r, *pass_fds))
         finally:
             os.close(info_w)
             os.close(block_r)

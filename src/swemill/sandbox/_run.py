@@ -21,6 +21,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Protocol
 
 from swemill.core.errors import SandboxError
 from swemill.sandbox._cgpool import CgroupPool, open_cgroups
@@ -29,7 +30,7 @@ from swemill.sandbox._launch import start as launch
 from swemill.sandbox.cgroups import CommandCgroups
 from swemill.sandbox.contract import ExecResult, KilledReason, Limits
 
-__all__ = ["Capture", "DiskWatch", "run_guarded"]
+__all__ = ["Capture", "DiskWatch", "Started", "run_guarded", "run_started"]
 
 _CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031
@@ -107,6 +108,25 @@ class DiskWatch:
         return self.over
 
 
+class Started(Protocol):
+    """A started command as :func:`run_started` drives it (a :class:`subprocess.Popen`, or a
+    command of a session's runner): pipes, the host pid, the exit status once waited for."""
+
+    pid: int
+    returncode: int | None
+    stdin: IO[bytes] | None
+    stdout: IO[bytes] | None
+    stderr: IO[bytes] | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+
+Start = Callable[[CommandCgroups | None], tuple[Started, int]]
+"""Starts the command inside the given groups; returns it and a pidfd of its main process."""
+
+
 def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
                 stdin: bytes | None, limits: Limits, timeout: float,
                 usage: Callable[[], int] | None = None, held: bool = False,
@@ -119,20 +139,45 @@ def run_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
     ``pool``: the family's kept cgroups, to take the command's groups from and return them to.
     ``settled_usage``: ``usage`` for the final measure once the command's cgroup is known to be
     empty (nothing of it can change the workspace any more)."""
-    cg = pool.acquire(limits) if pool is not None else open_cgroups(limits)
-    try:
-        start = time.perf_counter()
+    def start(cg: CommandCgroups | None) -> tuple[Started, int]:
         proc = launch(argv, held=held, env=env, cwd=cwd, stdin=stdin is not None,
                       limits=limits, cg=cg)
+        try:
+            return proc, os.pidfd_open(proc.pid)
+        except OSError:
+            _kill_tree(proc, cg)
+            proc.wait()
+            raise
+
+    return run_started(start, stdin=stdin, limits=limits, timeout=timeout, usage=usage,
+                       pool=pool, settled_usage=settled_usage, guarded=not held)
+
+
+def run_started(start: Start, *, stdin: bytes | None, limits: Limits, timeout: float,
+                usage: Callable[[], int] | None = None, pool: CgroupPool | None = None,
+                settled_usage: Callable[[], int] | None = None, guarded: bool = False,
+                on_settled: Callable[[bool], None] | None = None) -> ExecResult:
+    """:func:`run_guarded` for a command that ``start`` starts. ``guarded``: a guard shell's
+    failure to enter the groups is an error. ``on_settled(emptied)``: called once the
+    command is over and its groups were emptied (or could not be)."""
+    cg = pool.acquire(limits) if pool is not None else open_cgroups(limits)
+    try:
+        started = time.perf_counter()
+        proc, pidfd = start(cg)
         out, err = Capture(limits.output_bytes), Capture(limits.output_bytes)
         watch = DiskWatch(usage, limits.disk_mb) if usage is not None else None
-        timed_out = _pump(proc, stdin, out, err, timeout, lambda: _kill_tree(proc, cg), watch)
-        wall = time.perf_counter() - start
+        timed_out = _pump(proc, pidfd, stdin, out, err, timeout, lambda: _kill_tree(proc, cg),
+                          watch)
+        wall = time.perf_counter() - started
+        emptied = cg is None or cg.kill_all()
+        if on_settled is not None:
+            on_settled(emptied)
         if watch is not None:  # the final measure, also the last sweep of what it left
-            emptied = cg is not None and cg.kill_all()
-            watch.poll(settled_usage if emptied and settled_usage is not None else None)
+            watch.poll(settled_usage if cg is not None and emptied and
+                       settled_usage is not None else None)
         code = proc.returncode
-        if not held and code == 125 and err.text().startswith(GUARD_FAIL):
+        assert code is not None
+        if guarded and code == 125 and err.text().startswith(GUARD_FAIL):
             raise SandboxError(err.text().strip())
         exit_code = 128 - code if code < 0 else code
         reason = _reason(cg, exit_code, code < 0, timed_out,
@@ -163,14 +208,15 @@ def _reason(cg: CommandCgroups | None, exit_code: int, signalled: bool,
     return "signal" if signalled else None
 
 
-def _kill_tree(proc: subprocess.Popen[bytes], cg: CommandCgroups | None) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+def _kill_tree(proc: Started, cg: CommandCgroups | None) -> None:
+    if isinstance(proc, subprocess.Popen):  # a runner's command: its groups hold all of it
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
     if cg is not None:
         cg.kill_all()
 
 
-def _setup_fds(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector,
+def _setup_fds(proc: Started, sel: selectors.BaseSelector,
                out: Capture, err: Capture) -> None:
     for stream, cap in ((proc.stdout, out), (proc.stderr, err)):
         assert stream is not None
@@ -180,11 +226,10 @@ def _setup_fds(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector,
         sel.register(fd, selectors.EVENT_READ, cap)
 
 
-def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, out: Capture, err: Capture,
+def _pump(proc: Started, pidfd: int, stdin: bytes | None, out: Capture, err: Capture,
           timeout: float, kill: Callable[[], None], watch: DiskWatch | None = None) -> bool:
     """Stream output until the tree is gone or the deadline; returns whether it timed out
-    (a kill for the disk cap is recorded in ``watch``)."""
-    pidfd = os.pidfd_open(proc.pid)
+    (a kill for the disk cap is recorded in ``watch``). Closes ``pidfd``."""
     sel = selectors.DefaultSelector()
     try:
         _setup_fds(proc, sel, out, err)
@@ -235,7 +280,7 @@ def _pump(proc: subprocess.Popen[bytes], stdin: bytes | None, out: Capture, err:
                     stream.close()
 
 
-def _finish(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector, pidfd: int,
+def _finish(proc: Started, sel: selectors.BaseSelector, pidfd: int,
             kill: Callable[[], None]) -> None:
     """Kill the rest of the tree, reap the main process, stop feeding stdin."""
     kill()
@@ -245,7 +290,7 @@ def _finish(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector, pidfd: i
             sel.unregister(fd)
 
 
-def _feed(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector,
+def _feed(proc: Started, sel: selectors.BaseSelector,
           pending: memoryview) -> memoryview:
     assert proc.stdin is not None
     fd = proc.stdin.fileno()

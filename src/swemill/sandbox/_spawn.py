@@ -70,11 +70,14 @@ class Spawned:
 
 
 def spawn_guarded(argv: Sequence[str], *, env: Mapping[str, str], cwd: str, limits: Limits,
-                  on_close: Callable[[], None], held: bool = False) -> Spawned:
-    """Start ``argv`` under ``limits`` (``held``: a bwrap command line, see :mod:`._launch`)."""
+                  on_close: Callable[[], None], held: bool = False,
+                  pass_fds: tuple[int, ...] = ()) -> Spawned:
+    """Start ``argv`` under ``limits`` (``held``: a bwrap command line, see :mod:`._launch`;
+    ``pass_fds`` stay open in it)."""
     cg = open_cgroups(limits)
     try:
-        proc = launch(argv, held=held, env=env, cwd=cwd, stdin=True, limits=limits, cg=cg)
+        proc = launch(argv, held=held, env=env, cwd=cwd, stdin=True, limits=limits, cg=cg,
+                      pass_fds=pass_fds)
     except BaseException:
         if cg is not None:
             cg.remove()

@@ -83,6 +83,12 @@ class TreeSandbox:
             with self._lock:
                 self._active -= 1
 
+    def keep_warm(self, *, wait: bool = False) -> bool:
+        """Keep one long-lived sandbox for this sandbox's commands where the backend can (see
+        :meth:`BwrapSandbox.keep_warm <swemill.sandbox.bwrap.BwrapSandbox.keep_warm>`);
+        here it cannot: every command keeps a sandbox of its own (``wait`` changes nothing)."""
+        return False
+
     def _command(self, cmd: Sequence[str] | str, cwd: str | None) -> tuple[list[str], str]:
         """The host argv that runs ``cmd`` in this sandbox, and the host cwd to start it in."""
         raise NotImplementedError

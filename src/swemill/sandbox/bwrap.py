@@ -20,6 +20,9 @@ rlimit, a wall clock that kills the whole tree (the pid namespace dies with its 
 started *held* (:mod:`swemill.sandbox._launch`): once the sandbox is built, its child waits
 until this process has moved it into the cgroups and set its rlimits, so no shell of ours runs
 on the way in.
+
+:meth:`BwrapSandbox.keep_warm` keeps one such sandbox for a session instead and forks each
+command in it (:mod:`swemill.sandbox._runner`).
 """
 
 from __future__ import annotations
@@ -31,12 +34,15 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Self
 
 from swemill.core.errors import SandboxError, SandboxUnavailable
 from swemill.sandbox._dropper import INSIDE as DROPPER_INSIDE
 from swemill.sandbox._hostuser import drop_argv, drop_binds
+from swemill.sandbox._run import run_started
+from swemill.sandbox._runner import RequestUnfit, RunnerLost, RunnerSlot, runner_usable
 from swemill.sandbox._tree_sandbox import TreeSandbox
-from swemill.sandbox.contract import WORKSPACE, Bind, Limits
+from swemill.sandbox.contract import WORKSPACE, Bind, ExecResult, Limits
 from swemill.sandbox.fork import OverlayTree
 
 __all__ = ["BwrapSandbox", "bwrap_path", "usable"]
@@ -165,6 +171,15 @@ def _static_args(limits: Limits, binds: Sequence[Bind]) -> list[str]:
     return args
 
 
+def _inner(cmd: Sequence[str] | str, cwd: str | None) -> tuple[list[str], str]:
+    """The argv that runs ``cmd`` inside, and its working directory there."""
+    inner = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+    if not inner:
+        raise SandboxError("empty command")
+    return inner, WORKSPACE if cwd is None else (cwd if cwd.startswith("/") else
+                                                 f"{WORKSPACE}/{cwd}")
+
+
 class BwrapSandbox(TreeSandbox):
     """Runs commands with bubblewrap over one workspace (see the module docstring)."""
 
@@ -182,16 +197,73 @@ class BwrapSandbox(TreeSandbox):
             raise SandboxUnavailable(f"bwrap sandbox cannot drop to an unprivileged uid ({why})")
         super().__init__(workspace, binds=binds, env=env, limits=limits, **kwargs)  # type: ignore[arg-type]
         self._static = _static_args(limits, self.binds)
+        self._slot: RunnerSlot | None = None
+        self.runner_note = ""
+        """Why the last command did not go through the session runner (empty if it did)."""
 
     def argv(self, cmd: Sequence[str] | str, cwd: str | None = None) -> list[str]:
         """The full bwrap command line that runs ``cmd`` in this sandbox."""
-        inner = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        if not inner:
-            raise SandboxError("empty command")
-        where = WORKSPACE if cwd is None else (cwd if cwd.startswith("/") else
-                                               f"{WORKSPACE}/{cwd}")
+        inner, where = _inner(cmd, cwd)
+        return [*self._sandbox_argv(where), *inner]
+
+    def _sandbox_argv(self, where: str) -> list[str]:
         return [*self._static, "--bind", str(self._tree.path), WORKSPACE, "--chdir", where,
-                "--remount-ro", "/", "--", *drop_argv(), *inner]
+                "--remount-ro", "/", "--", *drop_argv()]
+
+    def keep_warm(self, *, wait: bool = False) -> bool:
+        """From now on, run this sandbox's commands in one long-lived sandbox of the same
+        kind, each forked by a runner inside (:mod:`swemill.sandbox._runner`), which starts
+        now in the background (``wait``: wait until it has). False (with
+        :attr:`runner_note` saying why) where a runner cannot keep a sandbox's guarantees
+        here or did not start: commands then keep a sandbox each, as they also do while the
+        runner starts or another command holds it, and when one is too large for it."""
+        ok, why = runner_usable(self.limits)
+        if not ok:
+            self.runner_note = why
+            return False
+        if self._slot is None:
+            self._slot = RunnerSlot(lambda: self._sandbox_argv("/"), self.limits)
+        self._slot.prestart()
+        if wait and not self._slot.ready():
+            self.runner_note = self._slot.why
+            return False
+        return True
+
+    def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
+              cwd: str | None, stdin: bytes | None) -> ExecResult:
+        runner, self.runner_note = (self._slot.acquire() if self._slot is not None
+                                    else (None, "no session runner asked for"))
+        if runner is None:
+            return super()._exec(cmd, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
+        try:
+            inner, where = _inner(cmd, cwd)
+            self._prepare()
+            res = run_started(
+                lambda cg: runner.command(inner, env, where, stdin is not None, self.limits, cg),
+                stdin=stdin, limits=self.limits, timeout=timeout, usage=self._sweep,
+                pool=self._pool, settled_usage=self._settled_sweep, on_settled=runner.settled)
+            res.extra["session_runner"] = 1.0
+            return res
+        except (RunnerLost, RequestUnfit) as exc:  # nothing of the command ran
+            self.runner_note = str(exc)
+        finally:
+            assert self._slot is not None
+            self._slot.release(runner)
+        return super()._exec(cmd, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
+
+    def fork(self) -> Self:
+        if self._slot is None:
+            return super().fork()
+        self._slot.stop()  # a fork may remount the workspace under the runner: end it first
+        try:
+            return super().fork()
+        finally:
+            self._slot.prestart()
+
+    def close(self) -> None:
+        if self._slot is not None:
+            self._slot.close()
+        super().close()
 
     def _command(self, cmd: Sequence[str] | str, cwd: str | None) -> tuple[list[str], str]:
         return self.argv(cmd, cwd), "/"

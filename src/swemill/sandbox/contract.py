@@ -113,6 +113,14 @@ class Sandbox(Protocol):
         but no wall clock (only where :attr:`can_spawn`)."""
         ...
 
+    def keep_warm(self, *, wait: bool = False) -> bool:
+        """Run later commands in one long-lived sandbox, each forked inside it, where the
+        backend can do so with every guarantee of a sandbox per command (bwrap); returns
+        whether it will (``wait``: waits until that sandbox is up). It starts in the
+        background; until then, and for a command while another one runs, commands keep a
+        sandbox each."""
+        ...
+
     def read_file(self, path: str) -> bytes:
         """Read a file by its path relative to the workspace root."""
         ...
