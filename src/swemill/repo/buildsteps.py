@@ -29,7 +29,13 @@ from swemill.repo.install import (
 from swemill.repo.recipe import ALWAYS, Recipe
 from swemill.repo.scm import derive_version, scm_versioned, version_env
 from swemill.repo.sources import ResolvedSource
-from swemill.repo.testdeps import Skipped, install_test_deps, requirement_units, unpin_self
+from swemill.repo.testdeps import (
+    Skipped,
+    extra_requirements,
+    install_test_deps,
+    requirement_units,
+    unpin_self,
+)
 
 __all__ = ["ProjectBuild", "dist_name", "install_deps", "noted", "wheels_cmd"]
 
@@ -110,6 +116,9 @@ def install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: 
     version = installed_version(venv, project) if project else None
     pin = f"=={version}" if version else ""
     optional = [f"{project}[{e}]{pin}" for e in recipe.extras] if project else []
+    # An extra that cannot be installed whole is tried requirement by requirement.
+    parts = {f"{project}[{e}]{pin}": unpin_self(reqs, project, pin) for e, reqs in
+             extra_requirements(venv, project, recipe.extras).items()} if project else {}
     optional += unpin_self(requirement_units(files, options) + recipe.packages + older, project,
                            pin)
     required = ([f"{project}{pin}"] if project else []) + list(ALWAYS)
@@ -124,6 +133,6 @@ def install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: 
     def required_failed(_why: str) -> NoReturn:
         fail(f"install of {src.repo}@{src.commit[:12]} failed (exit {codes[-1]})", log)
 
-    return install_test_deps(run, required, optional, required_failed)
+    return install_test_deps(run, required, optional, required_failed, parts)
 
 

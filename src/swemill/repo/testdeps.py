@@ -4,20 +4,26 @@ The project and its own dependencies must install, or the build fails. Test depe
 tried together first (one resolution, the usual case); when that fails each one is tried
 alone beside the project, and those that still fail (no wheel, no such version, a conflict
 with the project) are skipped and recorded with the cause line of their failure, so
-``swemill env`` and ``swemill tasks`` can say what the tests run without.
+``swemill env`` and ``swemill tasks`` can say what the tests run without. An extra of the
+project that fails as a whole is tried again requirement by requirement (its
+``Requires-Dist`` lines, :func:`extra_requirements`), so one requirement without a wheel
+costs that requirement, not the whole extra.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any, NoReturn
 
+from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 
-__all__ = ["Skipped", "install_test_deps", "requirement_units", "unpin_self"]
+__all__ = ["Skipped", "extra_requirements", "install_test_deps", "requirement_units",
+           "unpin_self"]
 
 Runner = Callable[[list[str]], tuple[int, str]]
 """Runs ``uv pip install`` with these arguments; returns (exit code, cause line if failed)."""
@@ -71,9 +77,60 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def extra_requirements(venv: Path, project: str, extras: list[str]) -> dict[str, list[str]]:
+    """``{extra: its requirements}`` from the installed ``project``'s ``Requires-Dist`` lines,
+    for the venv's Python, markers dropped (zipp 3.20.2's ``test`` extra holds big-O, which
+    has no wheel, and the six requirements its tests import)."""
+    meta = _installed_metadata(venv, project)
+    if meta is None:
+        return {}
+    with meta.open(errors="replace") as fh:
+        lines = HeaderParser().parse(fh).get_all("Requires-Dist") or []
+    env = _marker_env(venv)
+    out: dict[str, list[str]] = {}
+    for extra in extras:
+        reqs = []
+        for line in lines:
+            try:
+                req = Requirement(line)
+                wanted = req.marker is not None and req.marker.evaluate({**env, "extra": extra})
+                base = req.marker is not None and req.marker.evaluate({**env, "extra": ""})
+            except (InvalidRequirement, UndefinedComparison, UndefinedEnvironmentName):
+                continue
+            if wanted and not base:  # the project's own dependencies are installed already
+                req.marker = None
+                reqs.append(str(req))
+        out[extra] = reqs
+    return out
+
+
+def _installed_metadata(venv: Path, project: str) -> Path | None:
+    for meta in venv.glob("lib/python*/site-packages/*.dist-info/METADATA"):
+        with meta.open(errors="replace") as fh:
+            name = HeaderParser().parse(fh).get("Name") or ""
+        if _norm(name) == _norm(project):
+            return meta
+    return None
+
+
+def _marker_env(venv: Path) -> dict[str, str]:
+    """The venv's Python version, as markers name it (the platform is this machine's)."""
+    try:
+        cfg = (venv / "pyvenv.cfg").read_text()
+    except OSError:
+        return {}
+    m = re.search(r"^(?:version_info|version)\s*=\s*(\d+)\.(\d+)\.(\d+)", cfg, re.M)
+    if not m:
+        return {}
+    return {"python_version": f"{m[1]}.{m[2]}", "python_full_version": ".".join(m.groups())}
+
+
 def install_test_deps(run: Runner, required: list[str], optional: list[str],
-                      fail: Callable[[str], NoReturn]) -> list[Skipped]:
-    """Install ``required`` + ``optional``; ``fail(reason)`` when ``required`` cannot be."""
+                      fail: Callable[[str], NoReturn],
+                      parts: Mapping[str, list[str]] | None = None) -> list[Skipped]:
+    """Install ``required`` + ``optional``; ``fail(reason)`` when ``required`` cannot be.
+    ``parts``: what an optional unit is made of (an extra's requirements); a unit that fails
+    is tried again part by part, and only the parts that fail are skipped."""
     optional = [o for o in dict.fromkeys(optional) if o not in required]
     code, _ = run([*required, *optional])
     if code == 0:
@@ -84,6 +141,14 @@ def install_test_deps(run: Runner, required: list[str], optional: list[str],
     skipped: list[Skipped] = []
     for unit in optional:
         code, why = run([*required, unit])
-        if code != 0:
+        if code == 0:
+            continue
+        pieces = (parts or {}).get(unit) or []
+        if not pieces:
             skipped.append(Skipped(unit, why))
+            continue
+        for piece in pieces:
+            code, why = run([*required, piece])
+            if code != 0:
+                skipped.append(Skipped(f"{piece} (of {unit})", why))
     return skipped

@@ -1,0 +1,77 @@
+"""An extra that cannot be installed whole costs only its requirements that cannot be.
+
+Regression class: zipp 3.20.2 in the zoo. Its ``test`` extra holds big-O, which has no wheel;
+the whole extra was skipped, so jaraco.test (imported by test_path.py, its main test module)
+was never installed, no test module but the doctests collected, and ``swemill tasks`` ran the
+doctests and lint items for every candidate. The extra is now read from the installed
+project's ``Requires-Dist`` lines and tried requirement by requirement.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NoReturn
+
+from swemill.repo.testdeps import Skipped, extra_requirements, install_test_deps
+
+METADATA = """\
+Metadata-Version: 2.1
+Name: Demo.Pkg
+Version: 1.0
+Requires-Dist: attrs>=20
+Requires-Dist: pytest!=8.1.*,>=6; extra == "test"
+Requires-Dist: big-O; extra == "test"
+Requires-Dist: jaraco.test; extra == "test"
+Requires-Dist: importlib_resources; python_version < "3.9" and extra == "test"
+Requires-Dist: tomli; python_version < "3.11" and extra == "test"
+Requires-Dist: pytest-ruff>=0.2.1; sys_platform != "cygwin" and extra == "check"
+Requires-Dist: sphinx; extra == "doc"
+
+A description.
+"""
+
+
+def _venv(tmp_path: Path, version: str) -> Path:
+    venv = tmp_path / "venv"
+    info = venv / "lib/python3.11/site-packages/demo_pkg-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(METADATA)
+    (venv / "pyvenv.cfg").write_text(f"home = /usr/bin\nversion_info = {version}\n")
+    return venv
+
+
+def test_an_extras_requirements_are_read_for_the_venvs_python(tmp_path: Path) -> None:
+    venv = _venv(tmp_path, "3.10.4")
+    assert extra_requirements(venv, "demo-pkg", ["test", "check", "none"]) == {
+        "test": ["pytest!=8.1.*,>=6", "big-O", "jaraco.test", "tomli"],
+        "check": ["pytest-ruff>=0.2.1"],
+        "none": [],
+    }
+    assert extra_requirements(venv, "other", ["test"]) == {}
+
+
+def test_a_newer_python_leaves_out_what_its_markers_exclude(tmp_path: Path) -> None:
+    venv = _venv(tmp_path, "3.12.1")
+    assert extra_requirements(venv, "demo_pkg", ["test"])["test"] == [
+        "pytest!=8.1.*,>=6", "big-O", "jaraco.test"]
+
+
+def _fail(why: str) -> NoReturn:
+    raise AssertionError(why)
+
+
+def test_a_failing_extra_is_installed_part_by_part(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+
+    def uv(reqs: list[str]) -> tuple[int, str]:  # an index where big-O has no wheel
+        calls.append(reqs)
+        bad = {"big-O", "demo[test]==1.0"} & set(reqs)  # the extra holds big-O
+        return (1, "big-o has no usable wheels") if bad else (0, "")
+
+    parts = {"demo[test]==1.0": ["pytest", "big-O", "jaraco.test"]}
+    skipped = install_test_deps(uv, ["demo==1.0"], ["demo[test]==1.0", "six"], _fail, parts)
+    assert skipped == [Skipped("big-O (of demo[test]==1.0)", "big-o has no usable wheels")]
+    assert ["demo==1.0", "jaraco.test"] in calls and ["demo==1.0", "six"] in calls
+    # without parts, the whole extra goes, as before
+    assert install_test_deps(uv, ["demo==1.0"], ["demo[test]==1.0"], _fail) == [
+        Skipped("demo[test]==1.0", "big-o has no usable wheels")]
