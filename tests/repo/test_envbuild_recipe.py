@@ -110,6 +110,8 @@ def test_pytest_ini_wins_over_pyproject(tmp_path: Path) -> None:
     (["--lf", "--randomly-seed=3", "--random-order", "-Werror"], ["-Werror"]),
     (["-p", "pytester", "-ptests.plugin", "-p", "no:warnings", "-pxdist", "-p", "no:xdist"],
      ["-p", "pytester", "-p", "tests.plugin", "-p", "no:warnings", "-p", "no:xdist"]),
+    (["--ruff", "--ruff-format", "--mypy", "--flake8", "--doctest-modules"],
+     ["--doctest-modules"]),  # lint items judge style, never behaviour
 ])
 def test_filter_addopts(given: list[str], kept: list[str]) -> None:
     assert filter_addopts(given) == kept

@@ -48,7 +48,9 @@ _NOT_FOR_TESTS = re.compile(
 )
 # Options in a repo's addopts that would change what we measure or how we read it.
 _DROP_OPTS = {"-x", "--exitfirst", "--lf", "--last-failed", "--ff", "--failed-first", "--sw",
-              "--stepwise", "--pdb", "-q", "-v", "-vv", "--quiet", "--verbose", "--cov-append"}
+              "--stepwise", "--pdb", "-q", "-v", "-vv", "--quiet", "--verbose", "--cov-append",
+              # lint items (pytest-ruff, pytest-mypy...): they judge style, not behaviour
+              "--ruff", "--ruff-format", "--mypy", "--flake8", "--black", "--isort", "--pylint"}
 _DROP_WITH_VALUE = {"-n", "--numprocesses", "--dist", "--maxfail", "--cov", "--cov-report",
                     "--cov-config", "--cov-fail-under", "--junitxml", "--junit-xml",
                     "--timeout", "--durations", "--reruns", "--randomly-seed"}

@@ -27,6 +27,7 @@ Settings come from the environment:
 """
 
 import builtins
+import contextlib
 import hashlib
 import json
 import os
@@ -158,6 +159,56 @@ def pytest_load_initial_conftests(early_config, parser, args):
 
         if hasattr(sys, "addaudithook"):
             sys.addaudithook(_audit)
+
+
+def pytest_configure(config):
+    _rewrite_named_modules(config)
+
+
+def _rewrite_named_modules(config):
+    """Under ``--doctest-modules``, assertion-rewrite the workspace's modules imported during
+    the session, as pytest does for a module named on its command line. A task's tests are
+    run by id (``pytest ... zipp/glob.py::zipp.glob.Translator``: the export's command, the
+    warm server's runs), which makes pytest rewrite that module, and a doctest that expects
+    an ``assert``'s plain message then fails; in a run of the whole suite, which names no
+    file, it passed. zipp 3.20.2 in the zoo: the baseline passed that doctest, every run by
+    id failed it, 33 of 43 candidates were dropped ``not_solvable``, and tasks were written
+    with it in PASS_TO_PASS that their exported command failed at the fixed tree. Rewriting
+    in every run makes the outcome the same however the tests are named."""
+    if not config.getoption("doctestmodules", False):
+        return
+    state = getattr(config, "_assertstate", None)  # pytest 6; later in the config's stash
+    if state is None:
+        try:
+            from _pytest.assertion.rewrite import assertstate_key
+
+            state = config.stash.get(assertstate_key, None)
+        except (ImportError, AttributeError):
+            return
+    hook = getattr(state, "hook", None)
+    if hook is None or not hasattr(hook, "_should_rewrite"):  # --assert=plain, other pytest
+        return
+    root = os.path.realpath(str(getattr(config, "rootpath", None) or config.rootdir))
+    tops = set()
+    for base in (root, os.path.join(root, "src")):
+        with contextlib.suppress(OSError):
+            tops.update(n[:-3] if n.endswith(".py") else n for n in os.listdir(base))
+    should, early = hook._should_rewrite, hook._early_rewrite_bailout
+
+    def _early_rewrite_bailout(name, state):
+        if hook.session is not None and name.split(".")[0] in tops:
+            return False
+        return early(name, state)
+
+    def _should_rewrite(name, fn, state):
+        if should(name, fn, state):
+            return True
+        path = os.path.realpath(fn)
+        return (hook.session is not None and path.endswith(".py")
+                and path.startswith(root + os.sep) and "site-packages" not in path)
+
+    hook._early_rewrite_bailout = _early_rewrite_bailout
+    hook._should_rewrite = _should_rewrite
 
 
 def pytest_sessionstart(session):

@@ -42,8 +42,13 @@ Execute = Callable[[Sequence[str], Mapping[str, str], float], ExecResult]
 PLUGIN_MODULE = "_swemill_report"
 _PLUGIN_SRC = Path(__file__).with_name("pytest_plugin.py")
 _MAX_FILE_ARGS = 500
-_DISABLED = ("randomly", "random_order")
-"""Plugins every run turns off (``-p no:NAME``): they change the order tests run in."""
+_DISABLED = ("randomly", "random_order", "enabler", "checkdocs")
+"""Plugins every run turns off (``-p no:NAME``): ``randomly`` and ``random_order`` change the
+order tests run in; ``enabler`` (pytest-enabler) is a second ``addopts``, which every run
+replaces (it adds ``--cov``, whose tracer left the coverage map empty, and ``--ruff`` /
+``--mypy`` lint items: zipp 3.20.2 and inflect 7.4.0 in the zoo ran their whole suite for
+every candidate); ``checkdocs`` adds an item that builds the project's metadata with pip from
+the index (9 s and a failure in a sandbox without network, on every run)."""
 
 
 def ensure_plugin(env: RepoEnv) -> None:
