@@ -16,7 +16,8 @@ runs it with ``--sandbox-per-command`` (a new sandbox for every command instead 
 long-lived sandbox per session whose runner forks them), as another row. Then the same
 episodes, K at a time, through a fresh per-episode sandbox (no fork, no server:
 ``TaskEnv.reset`` unpacks the snapshot and opens a new sandbox each time; in-process, so it
-pays no HTTP; graded cold), as the naive comparison.
+pays no HTTP; graded cold; the repository's built environment looked up once per K, as the
+server does), as the naive comparison.
 
     .venv/bin/python benchmarks/bench_serve.py [--clients 1,8,32] [--episodes 2] [--tasks 3]
         [--per-command] [--cold-grading] [--no-naive]
@@ -100,13 +101,13 @@ def http_client(url: str, tasks: list[tuple[str, str]], episodes: int, t: Timing
 
 
 def naive_client(store: Any, tasks: list[Any], paths: dict[str, str], episodes: int,
-                 t: Timings, offset: int, cache: Path) -> None:
+                 t: Timings, offset: int, cache: Path, resolver: Any) -> None:
     from swemill.agent.env import EnvConfig, TaskEnv
     from swemill.core.tools import ToolCall
 
     for e in range(episodes):
         task = tasks[(offset + e) % len(tasks)]
-        env = TaskEnv(EnvConfig(lint=False, cache=cache), store=store)
+        env = TaskEnv(EnvConfig(lint=False, cache=cache), store=store, resolver=resolver)
         start = time.perf_counter()
         env.reset(task)
         t.add("reset", time.perf_counter() - start)
@@ -203,6 +204,10 @@ def main() -> None:
                         help="Also run the server with --cold-grading (another row).")
     parser.add_argument("--per-command", action="store_true",
                         help="Also run the server with --sandbox-per-command (another row).")
+    parser.add_argument("--gradings", type=int, default=0, metavar="N",
+                        help="Also grade each task's workspace N times warm and N times cold, "
+                        "in turn, in-process: CPU seconds per grading (left as the episode "
+                        "leaves it, and with the golden fix applied).")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     os.environ.setdefault("SWEMILL_CACHE", str(tmp / "cache"))
@@ -223,9 +228,55 @@ def main() -> None:
     print(f"{len(tasks)} tasks of the sample, {args.episodes} episodes per client; "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start; CPU from {meter.kind}")
     try:
+        if args.gradings:
+            _gradings(args.gradings, store, tasks, goldens, paths, cache, meter)
         _run(args, ks, root, run, store, tasks, paths, pairs, cache, meter)
     finally:
         meter.close()
+
+
+def _gradings(n: int, store: Any, tasks: list[Any], goldens: dict[str, Any],
+              paths: dict[str, str], cache: Path, meter: CpuMeter) -> None:
+    """CPU seconds per grading, warm (the server's grading servers) and cold (a fresh tree
+    and sandbox), in turn on the same workspaces: the episode's (it fixes nothing) and one
+    with the golden patch applied."""
+    import subprocess
+
+    from swemill.agent.env import EnvConfig
+    from swemill.core.tools import ToolCall
+    from swemill.envs.env_pool import EnvPool
+
+    pool = EnvPool(store, tasks, EnvConfig(lint=False, test_nice=5, cache=cache))
+    cpu: dict[str, list[float]] = {}
+    load = os.getloadavg()[0]
+    try:
+        for task in tasks:
+            pool.base(task.instance_id)
+        time.sleep(_SETTLE_S)  # the first grading servers start in the background
+        for _ in range(n):
+            for task, fixed in [(t, f) for t in tasks for f in (False, True)]:
+                env = pool.fork(task.instance_id)
+                env.step(ToolCall("write", {"path": "NOTES.txt", "content": "looked here\n"}))
+                if fixed:
+                    subprocess.run(["git", "apply", "-"], check=True, cwd=env.sandbox.workspace,
+                                   input=goldens[task.instance_id].golden_patch.encode())
+                grader = env.grader
+                for how in ("warm", "cold"):
+                    env.grader = grader if how == "warm" else None
+                    start = meter.now()
+                    outcome, _ = env.submit()
+                    cpu.setdefault(f"{how} {'fixed' if fixed else 'episode'}", []).append(
+                        meter.now() - start)
+                    assert outcome.resolved == fixed, (how, task.instance_id, outcome.log[-600:])
+                env.close()
+        assert grader is not None and grader.cold_fallbacks == 0, grader.unusable
+    finally:
+        pool.close()
+    for tree in ("episode", "fixed"):
+        warm, cold = (statistics.median(cpu[f"{h} {tree}"]) for h in ("warm", "cold"))
+        print(f"  grading, {tree:7} tree: warm {warm:.3f} CPU s, cold {cold:.3f} CPU s "
+              f"(x{cold / warm:.2f}), medians of {len(cpu[f'warm {tree}'])} | load "
+              f"{load:.1f}-{os.getloadavg()[0]:.1f}", flush=True)
 
 
 def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: Any,
@@ -245,13 +296,20 @@ def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: A
                   f"CPU/episode x{c0 / c1:.2f} less", flush=True)
         if args.no_naive:
             continue
+        from swemill.agent.env import EnvResolver
+
+        # the repository's built environment is looked up once, as the server does (a
+        # per-episode sandbox starts from a built image; it does not rebuild or re-detect it)
+        resolver = EnvResolver(cache)
+        for task in tasks:
+            resolver(task)
         n = Timings()
         load = os.getloadavg()[0]
         cpu0 = meter.now()
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=k) as pool:
-            for f in [pool.submit(naive_client, store, tasks, paths, args.episodes, n, i, cache)
-                      for i in range(k)]:
+            for f in [pool.submit(naive_client, store, tasks, paths, args.episodes, n, i, cache,
+                                  resolver) for i in range(k)]:
                 f.result()
         wall_naive = time.perf_counter() - start
         cpu = (meter.now() - cpu0) / n.episodes

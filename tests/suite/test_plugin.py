@@ -46,13 +46,13 @@ def test_param(x): assert x == 1
 '''
 
 
-def run(tmp_path: Path, select: list[str] | None = None) -> tuple[str, int]:
+def run(tmp_path: Path, select: list[str] | None = None, tb: str = "auto") -> tuple[str, int]:
     (tmp_path / "test_mod.py").write_text(textwrap.dedent(SUITE))
     (tmp_path / "test_broken_import.py").write_text("import no_such_module_here\n")
     report = tmp_path / "report.jsonl"
     env = {"SWEMILL_REPORT": str(report), "SWEMILL_NONCE": "abc", "PATH": "/usr/bin:/bin",
            "PYTHONDONTWRITEBYTECODE": "1"}
-    args = ["--continue-on-collection-errors"]
+    args = ["--continue-on-collection-errors", f"--tb={tb}"]
     if select is not None:
         (tmp_path / "select.txt").write_text("\n".join(select) + "\n")
         env["SWEMILL_SELECT"] = str(tmp_path / "select.txt")
@@ -93,6 +93,22 @@ def test_selection_runs_exactly_the_named_tests(tmp_path: Path) -> None:
     assert r.status("test_mod.py::test_param[2]") == "failed"
     assert r.results["test_broken_import.py::test_x"].outcome == "error"
     assert "no_such_module_here" in r.results["test_broken_import.py::test_x"].message
+
+
+def test_messages_are_the_same_in_every_traceback_style(tmp_path: Path) -> None:
+    """Grading runs print one line per failure (``--tb=line``); the messages the reporter
+    gives (quoted in grading logs and tool results) are those of a ``--tb=short`` run."""
+    reports = {}
+    for tb in ("short", "line"):
+        (tmp_path / tb).mkdir()
+        text, code = run(tmp_path / tb, tb=tb)
+        reports[tb] = parse_report(text, code, nonce="abc")
+    short, line = reports["short"], reports["line"]
+    assert line.trustworthy and line.exit_code == short.exit_code == 1
+    assert {n: (r.outcome, r.message) for n, r in line.results.items()} == \
+        {n: (r.outcome, r.message) for n, r in short.results.items()}
+    assert line.collect_errors == short.collect_errors
+    assert "one is not two" in line.results["test_mod.py::test_fail"].message
 
 
 def _guarded_run(tmp_path: Path, guard: bool) -> tuple[str, int, str]:

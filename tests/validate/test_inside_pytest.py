@@ -79,3 +79,102 @@ def test_the_warm_server_and_its_fast_paths_work_on_this_pytest(python: str,
     addresses = re.compile(r"0x[0-9a-f]+")
     assert addresses.sub("", hot["messages"][ids[0]]) == \
         addresses.sub("", fresh["messages"][ids[0]])
+
+
+# Each test passes only when the code it runs is the grading server's, compiled before the run.
+SERVED = '''import sys
+import lib
+
+def _codes():
+    return sys.modules["swemill_inside.pristine_codes"].INSTALLED
+
+def _within(code, module_code):
+    return any(c is code for c in module_code.co_consts)
+
+def test_double():
+    assert lib.double(2) == EXPECTED
+
+def test_lib_is_served():
+    assert _within(lib.double.__code__, _codes().compiled[lib.__file__][1])
+
+def test_this_module_is_served():
+    assert _within(test_double.__code__, _codes().rewritten[__file__][2])
+'''
+
+
+def _grade(proc: subprocess.Popen[bytes], seq: int, args: list[str]) -> dict[str, str]:
+    """One grading run; its tests' outcomes (from ``-rA``) and failure lines."""
+    from swemill.validate.inside import protocol as wire
+
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(wire.encode(wire.Grade(seq, [*args, "-rA"], timeout=60)))
+    proc.stdin.flush()
+    reply = wire.decode(proc.stdout.readline())
+    assert isinstance(reply, wire.Graded) and reply.clean, reply
+    return _outcomes(reply.stdout)
+
+
+def _outcomes(stdout: str) -> dict[str, str]:
+    rows = re.findall(r"^(PASSED|FAILED) test_\w+\.py::(\w+)(.*)$", stdout, re.M)
+    errors = re.findall(r"^ERROR (test_\w+\.py)", stdout, re.M)
+    return {**{name: (status + rest).strip() for status, name, rest in rows},
+            **dict.fromkeys(errors, "ERROR")}
+
+
+_ENV = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+_ARGS = ["-p", "no:cacheprovider", "-q", "--tb=line", "-o", "addopts="]
+
+
+def _grading_server(python: str, root: Path) -> subprocess.Popen[bytes]:
+    from swemill.validate.warm import INSIDE_DIR
+
+    proc = subprocess.Popen([python, "-u", str(INSIDE_DIR / "__main__.py"), "--grade",
+                             str(root)], cwd=root, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=_ENV)
+    assert proc.stdout is not None and b'"ready": true' in proc.stdout.readline()
+    return proc
+
+
+def test_the_grading_server_serves_pristine_code_and_compiles_what_changed(
+        python: str, tmp_path: Path) -> None:
+    (tmp_path / "lib.py").write_text(LIB)
+    (tmp_path / "test_lib.py").write_text(SERVED.replace("EXPECTED", "5"))
+    proc = _grading_server(python, tmp_path)
+    args = [*_ARGS, "test_lib.py"]
+    try:
+        pristine = _grade(proc, 1, args)
+        (tmp_path / "lib.py").write_text(LIB.replace("x * FACTOR", "x + 3"))  # the change
+        fixed = _grade(proc, 2, args)
+        (tmp_path / "test_lib.py").write_text(SERVED.replace("EXPECTED", "6"))
+        retested = _grade(proc, 3, args)
+    finally:
+        proc.communicate(timeout=30)
+    assert pristine == {"test_double": "FAILED - assert 4 == 5", "test_lib_is_served": "PASSED",
+                        "test_this_module_is_served": "PASSED"}, pristine
+    # a changed module is compiled from its new text: the fix is seen, the cache is not used
+    assert fixed["test_double"] == "PASSED" and fixed["test_this_module_is_served"] == "PASSED"
+    assert fixed["test_lib_is_served"].startswith("FAILED"), fixed
+    # a changed test module is rewritten from its new text
+    assert retested["test_double"] == "FAILED - assert 5 == 6", retested
+    assert retested["test_this_module_is_served"].startswith("FAILED"), retested
+
+
+def test_a_file_whose_compiling_warns_is_compiled_in_the_run(python: str,
+                                                            tmp_path: Path) -> None:
+    """Under ``filterwarnings = error`` a warning while compiling (an invalid escape) or
+    rewriting (an assert on a tuple) fails the run's collection: warm as cold."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
+    (tmp_path / "lib.py").write_text(LIB + 'PATTERN = "\\d+"\n')
+    (tmp_path / "test_lib.py").write_text("import lib\n\n\ndef test_double():\n"
+                                          "    assert lib.double(2) == 4\n")
+    (tmp_path / "test_tuple.py").write_text('def test_tuple():\n    assert (1 == 2, "no")\n')
+    cold = subprocess.run([python, "-m", "pytest", *_ARGS, "-rA"], cwd=tmp_path, env=_ENV,
+                          capture_output=True, text=True, timeout=120)
+    proc = _grading_server(python, tmp_path)
+    try:
+        warm = _grade(proc, 1, _ARGS)
+    finally:
+        proc.communicate(timeout=30)
+    both = {"test_lib.py": "ERROR", "test_tuple.py": "ERROR"}
+    assert _outcomes(cold.stdout) == both, cold.stdout[-1500:]
+    assert warm == both

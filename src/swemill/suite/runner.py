@@ -10,9 +10,14 @@ ran with (the ``pytest11`` entry points of the environment's read-only site-pack
 ones the runner always disables) are named with ``-p``; no bytecode is written
 (``PYTHONDONTWRITEBYTECODE``) and the reporter turns off pytest's reading of its
 rewritten-test cache; and the run is sealed (``SWEMILL_GUARD``, see
-:mod:`swemill.suite.verdict`). The grading tree itself holds no bytecode cache
-(:mod:`swemill.agent.carry`). ``PYTHONPYCACHEPREFIX`` is not used: it would make every module,
-the standard library's included, compile from source (+1.3 s per run on the sample).
+:mod:`swemill.suite.verdict`). Its output has one line per failure (``--tb=line``): only the
+seal is read from it, and each test's message is the reporter's (the exception line, the same
+in every traceback style), while formatting short tracebacks (reading each frame's source and
+finding its statement) was a third of a grading run's CPU on the sample. The grading tree
+itself holds no bytecode cache (:mod:`swemill.agent.carry`). ``PYTHONPYCACHEPREFIX`` is not
+used: it would make every module, the standard library's included, compile from source
+(+1.3 s per run on the sample); a warm grading server serves the pristine tree's compiled
+code from its own memory instead (:mod:`swemill.validate.inside.pristine_codes`).
 """
 
 from __future__ import annotations
@@ -70,16 +75,17 @@ def env_plugins(env: RepoEnv) -> list[str]:
 
 
 def pytest_argv(env: RepoEnv, workdir: str, paths: Sequence[str] = (),
-                plugins: Sequence[str] = ()) -> list[str]:
+                plugins: Sequence[str] = (), tb: str = "short") -> list[str]:
     """The pytest command line: the repo's filtered addopts, random order and caches off;
-    ``plugins`` are loaded by name (for runs with autoloading off)."""
+    ``plugins`` are loaded by name (for runs with autoloading off); ``tb``: pytest's
+    traceback style in the run's output."""
     return [
         str(env.python), "-m", "pytest", "-p", PLUGIN_MODULE,
         *(arg for name in plugins for arg in ("-p", name)),
         *(arg for name in _DISABLED for arg in ("-p", f"no:{name}")), "-p", "no:cacheprovider",
         "-o", "addopts=", *env.recipe.pytest_args,
         f"--rootdir={workdir}", "--continue-on-collection-errors",
-        "-q", "--tb=short", "--color=no", *paths,
+        "-q", f"--tb={tb}", "--color=no", *paths,
     ]
 
 
@@ -123,7 +129,7 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
         plugins = env_plugins(env)
         env_vars.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1",
                         SWEMILL_GUARD="1")
-    argv = pytest_argv(env, sb.workdir, paths, plugins)
+    argv = pytest_argv(env, sb.workdir, paths, plugins, tb="line" if isolated else "short")
     try:
         res = (execute(argv, env_vars, timeout) if execute is not None else
                sb.exec(argv, timeout=timeout, env=env_vars, cwd=sb.workdir))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import selectors
 import shutil
@@ -33,6 +34,7 @@ import time
 
 from .codecache import CodeCache
 from .forkrun import as_pytest_argv
+from .pristine_codes import PristineCodes
 from .protocol import Exit, Flags, Grade, Graded, Ready, decode, encode
 from .report_cache import ReportCache
 from .serve_loop import _fix_path, _preloaded_files, _warm_up
@@ -319,7 +321,13 @@ def main(argv: list[str]) -> None:
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     flags = Flags.all_off()
     flags.fork = True
-    startup = _warm_up(CodeCache(os.devnull, enabled=False), ReportCache(), flags)
+    start = time.monotonic()
+    _warm_up(CodeCache(os.devnull, enabled=False), ReportCache(), flags)
+    codes = PristineCodes()  # the workspace is the pristine tree until the first request
+    codes.fill(workdir)
+    codes.install()
+    gc.freeze()
+    startup = time.monotonic() - start
     out = sys.stdout.buffer
     out.write(encode(Ready(ready=True, startup_s=startup, pid=os.getpid(),
                            preloaded=_preloaded_files(workdir), flags_off=flags.off())))
