@@ -15,7 +15,9 @@ Modules, each one subsystem:
 - :mod:`.codecache`: compiled and assertion-rewritten code keyed by exact source bytes;
 - :mod:`.report_cache`: parsed modules for pytest's failure reports, keyed by exact text;
 - :mod:`.image`: the head image (collect the suite once, serve forks of it);
-- :mod:`.hotpatch`: swap edited function bodies into the image's live functions.
+- :mod:`.hotpatch`: swap edited function bodies into the image's live functions;
+- :mod:`.grade`: the grading server (a fork per grading run, nothing of it left behind);
+- :mod:`.pristine_codes`: the grading server's compiled code of the pristine tree.
 
 Supported pytest: :data:`PYTEST_LOWEST` and on (tested with the lowest and the newest).
 """
