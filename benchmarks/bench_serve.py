@@ -246,7 +246,8 @@ def _gradings(n: int, store: Any, tasks: list[Any], goldens: dict[str, Any],
     from swemill.core.tools import ToolCall
     from swemill.envs.env_pool import EnvPool
 
-    pool = EnvPool(store, tasks, EnvConfig(lint=False, test_nice=5, cache=cache))
+    pool = EnvPool(store, tasks, EnvConfig(lint=False, test_nice=5, cache=cache,
+                                           session_runner=False))  # grading only
     cpu: dict[str, list[float]] = {}
     load = os.getloadavg()[0]
     try:
