@@ -2,31 +2,41 @@
 
 For each repository: the procedural strategy makes ``--candidates`` candidates (seeded); on the
 sample, pr-mirror's candidates are validated too (their own row). swemill validates them on
-``--workers`` warm workers. A naive validator (the reference pipeline's method: the same four
-gates, but the *whole* suite, cold, in a fresh copy of the repository for every run: the broken
-tree once, the golden tree twice) validates a spread-out subsample of the same procedural
-candidates, once with a fixed 120 s timeout and once with timeouts from the baseline durations.
-Rates are valid tasks per CPU-minute (this process and every sandboxed child). The naive
-subsample is stratified by swemill's verdict (accepted, no_fail_to_pass, timeout ...: at least
-one of each), and the naive figures are extrapolated to all candidates per stratum, so hanging
-candidates weigh on the naive side as much as they do on swemill's. The naive
-verdicts double as an audit: a task swemill accepted whose FAIL_TO_PASS does not fail, or whose
-PASS_TO_PASS does not pass, in the naive full-suite runs is counted invalid.
+``--workers`` warm workers. A naive validator (the reference pipeline's method: swemill's
+gates, but every run the *whole* suite, cold, in a fresh copy of the repository) validates a
+spread-out subsample of the same procedural candidates, once with a fixed 120 s timeout and
+once with timeouts from the baseline durations. Rates are valid tasks per CPU-minute (this
+process and every sandboxed child). The naive subsample is stratified by swemill's verdict
+(accepted, no_fail_to_pass, timeout ...: at least one of each), and the naive figures are
+extrapolated to all candidates per stratum, so hanging candidates weigh on the naive side as
+much as they do on swemill's. The naive verdicts double as an audit: a task swemill accepted
+whose FAIL_TO_PASS does not fail, or whose PASS_TO_PASS does not pass, in the naive
+full-suite runs is counted invalid.
 
     python benchmarks/bench_validate.py [--candidates 40] [--naive 10] [--workers 2]
         [--no-head-image] [--repeat 3] [--near-misses 2]
     python benchmarks/bench_validate.py --against REV [--repos SPEC] [--rounds 3]
+        [--repeat 3 --near-misses 2]
 
 ``--against REV`` measures REV's validator and this checkout's side by side on the same
-candidates of one repository (default toolz), alternating; see ``validate_against.py``.
+candidates of one repository (default toolz), alternating; see ``validate_against.py``
+(without ``--repeat``/``--near-misses``: both with one broken run and no near misses, as
+validators before those had; with them: both with those gates).
 
-swemill validates as ``swemill tasks`` does by default: survivors' newly failing tests run
-``--repeat`` times on the broken tree, and each accepted task's ``--near-misses`` variants
-are run against its lists (``--repeat 1 --near-misses 0`` measures the validator as it was
-before those). The naive validator runs the broken tree once and the golden tree twice, so
-the ratio to it does not charge it for the repeats. The sampled cold audit that ``swemill
-tasks`` runs after validation is not in these figures: it costs two cold runs of the whole
-suite per audited task.
+The same gates on both sides. swemill validates as ``swemill tasks`` does by default: a
+candidate whose broken run shows no newly failing test stops there; the survivors' newly
+failing tests run ``--repeat`` - 1 more times on the broken tree; the golden tree runs twice
+where it is the head tree byte for byte (the baseline ran that tree), else ``max(2,
+--repeat)`` times; each accepted task's ``--near-misses`` variants are run against its
+lists. The naive validator makes the same decisions (``validate.gates.decide``) from the same
+number of runs, each the whole suite cold: the broken tree once (stop there, as swemill does),
+``--repeat`` - 1 more times, the golden tree twice or ``max(2, --repeat)`` times by the same
+rule, and each accepted task's near-miss variants once (a variant is caught when a
+FAIL_TO_PASS or PASS_TO_PASS test does not pass, or the run times out). Before 2026-12-05 the
+naive side ran the broken tree once and the golden tree twice and no near misses, less than
+swemill did per candidate. The sampled cold audit that ``swemill tasks`` runs after
+validation is on neither side: it costs the same on both (two cold runs of the whole suite
+per audited task).
 
 Environments and baselines are built (and cached) before anything is timed.
 
@@ -84,6 +94,11 @@ class Naive:
     cpu_s: float = 0.0
     wall_s: float = 0.0
     timeouts: int = 0
+    """Runs that timed out (any gate's)."""
+    runs: int = 0
+    """Whole-suite cold runs, all gates together."""
+    near_miss: list[tuple[int, int] | None] = field(default_factory=list)
+    """Per candidate: (variants tried, caught) where accepted and a variant applied."""
 
     @property
     def valid(self) -> int:
@@ -107,22 +122,78 @@ REPEAT = 3
 NEAR_MISSES = 2
 
 
-def naive_run(env: RepoEnv, patches: list[str], timeout: float) -> RunEvidence | None:
-    """The whole suite, cold, in a fresh copy of the repository with ``patches`` applied."""
+def naive_run(env: RepoEnv, patches: list[str], timeout: float
+              ) -> tuple[RunEvidence | None, bool]:
+    """The whole suite, cold, in a fresh copy of the repository with ``patches`` applied;
+    (None when a patch does not apply, whether the patched tree is the head tree)."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-naive-"))
     try:
         ws = tmp / "ws"
         shutil.copytree(env.source_path, ws, symlinks=True)
         for p in patches:
             if run_git(["apply", "-"], ws, input=p).returncode != 0:
-                return None
+                return None, False
+        at_head = not run_git(["status", "--porcelain", "--untracked-files=all"],
+                              ws).stdout.strip()
         with open_sandbox(ws, binds=env.binds(), backend=BACKEND) as sb:
             r = run_tests(sb, env, None, timeout=timeout)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return RunEvidence(outcomes={k: v.outcome for k, v in r.results.items()},
                        exit_code=r.exit_code, timed_out=r.timed_out,
-                       trusted=r.trustworthy or (r.exit_code == 1 and bool(r.results)))
+                       trusted=r.trustworthy or (r.exit_code == 1 and bool(r.results))), at_head
+
+
+def naive_check(env: RepoEnv, baseline: Baseline, cand: Candidate, timeout: float,
+                out: Naive) -> tuple[GateVerdict4, RunEvidence | None, list[RunEvidence]]:
+    """swemill's gates, each run the whole suite cold: the broken tree once (no newly failing
+    test: refused there, as swemill does), ``REPEAT - 1`` more times, the golden tree twice
+    when it is the head tree (the baseline ran it) or ``max(2, REPEAT)`` times, and an
+    accepted task's ``NEAR_MISSES`` variants once each."""
+    def run(patches: list[str]) -> tuple[RunEvidence | None, bool]:
+        ev, at_head = naive_run(env, patches, timeout)
+        out.runs += 1
+        out.timeouts += bool(ev and ev.timed_out)
+        return ev, at_head
+
+    broken, _ = run([cand.bug_patch])
+    verdict = decide(baseline=baseline, applied=broken is not None,
+                     imports=broken is not None, broken=broken, golden_runs=[], selected=None)
+    if verdict.reason != "not_solvable":
+        return verdict, broken, []
+    repeats = [ev for ev, _ in (run([cand.bug_patch]) for _ in range(REPEAT - 1))
+               if ev is not None]
+    needed = max(2, REPEAT)
+
+    def judge(golden: list[RunEvidence]) -> GateVerdict4:
+        return decide(baseline=baseline, applied=True, imports=True, broken=broken,
+                      golden_runs=golden, selected=None, repeats=repeats, golden_needed=needed)
+
+    verdict = judge([])
+    if verdict.reason != "not_solvable":  # flaky under the bug
+        return verdict, broken, []
+    fix = cand.golden_patch or reverse_patch(cand.bug_patch)
+    golden: list[RunEvidence] = []
+    first, at_head = run([cand.bug_patch, fix])
+    if first is None:
+        return GateVerdict4(False, "golden_failed"), broken, []
+    needed = 2 if at_head else needed
+    golden = [first, *(ev for ev, _ in (run([cand.bug_patch, fix]) for _ in range(needed - 1))
+                       if ev is not None)]
+    verdict = judge(golden)
+    if verdict.accepted:
+        variants = [str(v) for v in cand.metadata.get("near_miss") or []
+                    if str(v).strip()][:NEAR_MISSES]
+        lists = [*verdict.fail_to_pass, *verdict.pass_to_pass]
+        tried = caught = 0
+        for variant in variants:
+            ev, _ = run([variant])
+            if ev is None:
+                continue
+            tried += 1
+            caught += not ev.usable or any(ev.outcomes.get(t) != "passed" for t in lists)
+        out.near_miss[-1] = (tried, caught) if tried else None
+    return verdict, broken, golden
 
 
 def naive(env: RepoEnv, baseline: Baseline, cands: list[Candidate], fixed: float | None) -> Naive:
@@ -131,20 +202,9 @@ def naive(env: RepoEnv, baseline: Baseline, cands: list[Candidate], fixed: float
     timeout = fixed or adaptive_timeout(baseline, None)
     for cand in cands:
         c1 = cpu()
-        broken = naive_run(env, [cand.bug_patch], timeout)
-        out.timeouts += bool(broken and broken.timed_out)
-        first = decide(baseline=baseline, applied=broken is not None,
-                       imports=broken is not None, broken=broken, golden_runs=[], selected=None)
-        golden: list[RunEvidence] = []
-        if first.reason == "not_solvable":
-            fix = cand.golden_patch or reverse_patch(cand.bug_patch)
-            for _ in range(2):
-                g = naive_run(env, [cand.bug_patch, fix], timeout)
-                if g is not None:
-                    golden.append(g)
-            first = decide(baseline=baseline, applied=True, imports=True, broken=broken,
-                           golden_runs=golden, selected=None)
-        out.verdicts.append(first)
+        out.near_miss.append(None)
+        verdict, broken, golden = naive_check(env, baseline, cand, timeout, out)
+        out.verdicts.append(verdict)
         out.broken.append(broken)
         out.golden.append(golden)
         out.cpu.append(cpu() - c1)
@@ -156,7 +216,7 @@ def audit(checked: Checked, runs: list[tuple[RunEvidence | None, list[RunEvidenc
     """``ok``, ``invalid`` (the naive full-suite runs contradict the task's lists) or
     ``inconclusive`` (no naive run of it finished: both timed out)."""
     for broken, golden in runs:
-        if broken is not None and broken.usable and len(golden) == 2 and \
+        if broken is not None and broken.usable and len(golden) >= 2 and \
                 all(g.usable for g in golden):
             return "invalid" if invalid(checked, broken, golden) else "ok"
     return "inconclusive"
@@ -233,6 +293,11 @@ def measure(spec: str, args: argparse.Namespace) -> tuple[list[str], dict[str, f
     bad, unsure = audits.count("invalid"), audits.count("inconclusive")
     agree = sum(c.verdict.accepted == v.accepted for c, v in zip(sub_checked, adapt.verdicts,
                                                                   strict=True))
+    both = [(c.near_miss, nm) for c, nm in zip(sub_checked, adapt.near_miss, strict=True)
+            if c.near_miss and nm]
+    nm_line = (f"near misses caught on the {len(both)} tasks both accepted: swemill "
+               f"{sum(a[1] for a, _ in both)}/{sum(a[0] for a, _ in both)}, naive "
+               f"{sum(b[1] for _, b in both)}/{sum(b[0] for _, b in both)}")
     lines = []
     for name, group in (("procedural", proc), ("pr-mirror", pr)):
         if group:
@@ -260,17 +325,19 @@ def measure(spec: str, args: argparse.Namespace) -> tuple[list[str], dict[str, f
         f"{spec:30s} head image: {image.get('served', 0)} runs served, fell back: "
         f"{image.get('fallbacks') or 'none'}{' (off)' if not IMAGE else ''}",
         f"{spec:30s} naive120 {len(sub):3d} cands {fixed.valid:3d} valid  cpu {fixed.cpu_s:7.1f}"
-        f" s  wall {fixed.wall_s:6.1f} s  timeouts {fixed.timeouts}  -> est. over "
+        f" s  wall {fixed.wall_s:6.1f} s  runs {fixed.runs} (timeouts {fixed.timeouts})"
+        f"  -> est. over "
         f"{len(proc)}: {f_valid:.1f} valid, {f_cpu:.0f} CPU s -> {f_rate:7.1f} valid/CPU-min",
         f"{spec:30s} naiveAd  {len(sub):3d} cands {adapt.valid:3d} valid  cpu {adapt.cpu_s:7.1f}"
-        f" s  wall {adapt.wall_s:6.1f} s  timeouts {adapt.timeouts}  -> est. over "
+        f" s  wall {adapt.wall_s:6.1f} s  runs {adapt.runs} (timeouts {adapt.timeouts})"
+        f"  -> est. over "
         f"{len(proc)}: {a_valid:.1f} valid, {a_cpu:.0f} CPU s -> {a_rate:7.1f} valid/CPU-min",
         f"{spec:30s} ratio swemill/naive120 {s_rate / f_rate if f_rate else float('inf'):6.1f}x"
         f"   swemill/naive-adaptive {s_rate / a_rate if a_rate else float('inf'):6.1f}x",
         f"{spec:30s} audit: {bad} invalid of "
         f"{sum(c.verdict.accepted for c in sub_checked)} swemill tasks in the subsample "
         f"({unsure} inconclusive); "
-        f"verdicts agree with naive on {agree}/{len(sub)}",
+        f"verdicts agree with naive on {agree}/{len(sub)}; {nm_line}",
     ]
     return lines, {"swemill": s_rate, "naive120": f_rate, "naive_adaptive": a_rate,
                    "invalid": float(bad)}
@@ -286,8 +353,10 @@ def main() -> None:
     ap.add_argument("--backend", default="local", help="sandbox backend (see the docstring)")
     ap.add_argument("--no-head-image", action="store_true",
                     help="validate without the workers' head images (every run a fresh pytest)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs of a surviving broken tree")
-    ap.add_argument("--near-misses", type=int, default=2, help="near-miss variants per task")
+    ap.add_argument("--repeat", type=int, help="runs of a surviving broken tree (default 3; "
+                    "with --against: REV's work, 1, unless given)")
+    ap.add_argument("--near-misses", type=int, help="near-miss variants per task (default 2; "
+                    "with --against: 0 unless given)")
     ap.add_argument("--against", metavar="REV",
                     help="compare with REV's validator instead (see validate_against.py)")
     ap.add_argument("--rounds", type=int, default=3, help="alternations (--against)")
@@ -296,11 +365,16 @@ def main() -> None:
         from validate_against import against
 
         spec = args.repos.split(",")[0] if args.repos != ",".join(REPOS) else REPOS[1]
-        against(args.against, spec, args.rounds, args.candidates, args.workers, args.seed)
+        given = args.repeat is not None or args.near_misses is not None
+        gates = (3 if args.repeat is None else args.repeat,
+                 2 if args.near_misses is None else args.near_misses) if given else None
+        against(args.against, spec, args.rounds, args.candidates, args.workers, args.seed,
+                gates)
         return
     global BACKEND, IMAGE, REPEAT, NEAR_MISSES
     BACKEND, IMAGE = args.backend, not args.no_head_image
-    REPEAT, NEAR_MISSES = args.repeat, args.near_misses
+    REPEAT = 3 if args.repeat is None else args.repeat
+    NEAR_MISSES = 2 if args.near_misses is None else args.near_misses
     warnings.filterwarnings("ignore", message=".*'local' sandbox")
     for spec in args.repos.split(","):  # build everything before timing anything
         run_baseline(build_env(resolve_source(spec)))

@@ -18,6 +18,10 @@ Three columns:
   cannot be known (they start processes or set a tracer: they always run). Blanking those two
   lists here, and nowhere else, shows what the truth rules cost apart from everything else.
 
+With ``--repeat R --near-misses N`` given, both versions run those gates (REV must know
+them) and only the first two columns are measured: a before/after of the validator as
+``swemill tasks`` runs it (``--repeat 3 --near-misses 2`` are its defaults).
+
 Each process prints the candidates' identity hash, so the columns are known to have validated
 the same candidates.
 """
@@ -49,7 +53,8 @@ def _cpu() -> tuple[float, float]:
     return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-def worker(spec: str, candidates: int, workers: int, seed: int, rev_selection: bool) -> None:
+def worker(spec: str, candidates: int, workers: int, seed: int, rev_selection: bool,
+           gates: tuple[int, int] = (1, 0)) -> None:
     """One measurement in this process: print one JSON line."""
     warnings.filterwarnings("ignore", message=".*'local' sandbox")
     from swemill.repo.envbuild import build_env
@@ -75,7 +80,10 @@ def worker(spec: str, candidates: int, workers: int, seed: int, rev_selection: b
     cands = list(make_strategy("procedural").candidates(view))
     ident = hashlib.sha256("\n".join(c.bug_patch for c in cands).encode()).hexdigest()[:12]
     params = inspect.signature(CheckContext).parameters
-    extra = {k: v for k, v in (("repeat", 1), ("near_misses", 0)) if k in params}
+    extra = {k: v for k, v in zip(("repeat", "near_misses"), gates, strict=True)
+             if k in params}
+    if gates != (1, 0) and len(extra) < 2:
+        raise SystemExit("this version's validator has no repeat / near-miss settings")
     ctx = CheckContext(baseline, src.commit, **extra)
     s0, c0 = _cpu()
     t0 = time.monotonic()
@@ -104,32 +112,40 @@ def _measure(src: Path, column: str, args: list[str]) -> dict[str, float | str]:
     return out
 
 
-def against(rev: str, spec: str, rounds: int, candidates: int, workers: int, seed: int) -> None:
+def against(rev: str, spec: str, rounds: int, candidates: int, workers: int, seed: int,
+            gates: tuple[int, int] | None = None) -> None:
+    """``gates``: (repeat, near misses) for both versions; None: REV's work (1, 0), in all
+    three columns."""
     args = ["--spec", spec, "--candidates", str(candidates), "--workers", str(workers),
             "--seed", str(seed)]
+    columns = COLUMNS if gates is None else COLUMNS[:2]
+    if gates is not None:
+        args += ["--repeat", str(gates[0]), "--near-misses", str(gates[1])]
     with tempfile.TemporaryDirectory(prefix="swemill-against-") as tmp:
         sources = {"rev": export(rev, Path(tmp)), "now": ROOT / "src",
                    "now_rev_selection": ROOT / "src"}
-        for column in COLUMNS:  # environments and baselines built before anything is timed
+        for column in columns:  # environments and baselines built before anything is timed
             _measure(sources[column], column, [*args[:2], "--candidates", "1", "--workers", "1"])
-        runs: dict[str, list[dict[str, float | str]]] = {c: [] for c in COLUMNS}
+        runs: dict[str, list[dict[str, float | str]]] = {c: [] for c in columns}
         for r in range(rounds):
-            for column in (COLUMNS if r % 2 == 0 else tuple(reversed(COLUMNS))):
+            for column in (columns if r % 2 == 0 else tuple(reversed(columns))):
                 load = os.getloadavg()[0]
                 m = _measure(sources[column], column, args)
                 runs[column].append(m)
                 print(f"round {r + 1} {column:<18} cpu {float(m['cpu_s']):6.2f} s  "
                       f"valid {m['valid']}/{m['candidates']}  candidates {m['ident']}  "
                       f"load {load:.1f}", flush=True)
-    _report(rev, spec, rounds, runs)
+    _report(rev, spec, rounds, runs, gates)
 
 
-def _report(rev: str, spec: str, rounds: int, runs: dict[str, list[dict[str, float | str]]]
-            ) -> None:
+def _report(rev: str, spec: str, rounds: int, runs: dict[str, list[dict[str, float | str]]],
+            gates: tuple[int, int] | None) -> None:
     idents = {str(m["ident"]) for ms in runs.values() for m in ms}
     labels = {"rev": rev, "now": "now", "now_rev_selection": f"now, {rev}'s selection"}
+    repeat, near = gates or (1, 0)
     print(f"\n{spec}: {rev} vs now, {rounds} alternating rounds, medians "
-          f"(valid tasks per CPU-minute, CPU of the process and every child)")
+          f"(valid tasks per CPU-minute, CPU of the process and every child; broken tree run "
+          f"{repeat}x, {near} near-miss variant(s))")
     if len(idents) != 1:
         print(f"  WARNING: the versions made different candidates ({sorted(idents)})")
     rate = {}
@@ -151,9 +167,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rev-selection", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--near-misses", type=int, default=0)
     args = ap.parse_args()
     if args.worker:
-        worker(args.spec, args.candidates, args.workers, args.seed, args.rev_selection)
+        worker(args.spec, args.candidates, args.workers, args.seed, args.rev_selection,
+               (args.repeat, args.near_misses))
 
 
 if __name__ == "__main__":

@@ -66,8 +66,18 @@ def test_the_warm_server_and_its_fast_paths_work_on_this_pytest(python: str,
         (tmp_path / "lib.py").write_text(LIB.replace("x * FACTOR", "x + FACTOR + 1"))
         hot = srv.in_image(ids, 60, hotpatch=["lib.py"])
         fresh = srv.run(ids, 60)
+        # outcomes only: the same outcomes, a failure's exception line for its message
+        terse = [srv.in_image(ids, 60, hotpatch=["lib.py"], terse=True),
+                 srv.run(ids, 60, terse=True), srv.run(ids, 60, terse=True, cold=True)]
+        again = srv.in_image(ids, 60, hotpatch=["lib.py"])  # the image formats as before
     finally:
         srv.close()
+    for run in terse:
+        assert run["exit_code"] == 1 and run["outcomes"] == fresh["outcomes"], run["log_tail"]
+        message = run["messages"][ids[0]]
+        assert message.startswith("AssertionError") and "test_lib.py:" not in message
+        assert "FAILURES" not in run["log_tail"]
+    assert again["messages"] == hot["messages"] and "test_lib.py:" in hot["messages"][ids[0]]
     for run in [*runs, cold]:
         assert run["exit_code"] == 1, run["log_tail"]
         assert run["outcomes"] == {ids[0]: "failed", ids[1]: "passed"}

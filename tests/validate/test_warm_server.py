@@ -192,6 +192,26 @@ def test_the_head_image_serves_golden_and_body_edited_trees_as_fresh_runs_would(
     assert "not collected at head" in missing["unservable"]
 
 
+def test_the_head_image_runs_the_whole_head_suite_as_a_fresh_run_would(
+        server: tuple[Server, Path]) -> None:
+    srv, root = server
+    _image_tree(root)
+    assert srv.start_image(60)["ready"] is True
+    whole = srv.in_image([], 30, whole=True)
+    fresh = srv.run([], 30)
+    assert whole["exit_code"] == fresh["exit_code"] == 0 and whole["hotpatched"] == 0
+    # every test, in the order a fresh session runs them
+    assert list(whole["outcomes"].items()) == list(fresh["outcomes"].items())
+    assert len(whole["outcomes"]) == 5
+
+    # only the head tree's own suite: not with edited files, nor mixed with node ids
+    (root / "lib.py").write_text(LIB.replace("return x * FACTOR", "return x + FACTOR + 1"))
+    for extra in ({"hotpatch": ["lib.py"]}, {}):
+        asked = ["test_lib.py::test_double"] if not extra else []
+        refused = srv.in_image(asked, 30, whole=True, **extra)
+        assert "whole suite" in refused["unservable"] and refused["outcomes"] == {}
+
+
 def test_a_hang_in_the_image_ends_at_its_deadline_and_the_image_serves_on(
         server: tuple[Server, Path]) -> None:
     srv, root = server

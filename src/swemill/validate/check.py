@@ -10,6 +10,11 @@ baseline ran three times) or ``max(2, repeat)`` times: a FAIL_TO_PASS test fails
 broken run and passes in every golden one. An accepted candidate's near-miss variants (other
 mutants of the same function, made by the strategy) are then run against its lists, to
 record whether the tests catch them.
+
+Only the first broken run formats its failures (the task's failure messages and a refused
+candidate's one-line detail come from it); the repeats, golden and near-miss runs want
+outcomes alone and ask for them ``terse`` (failures not formatted: a third to a half of a
+small suite's validation CPU went to formatting tracebacks nobody read).
 """
 
 from __future__ import annotations
@@ -247,7 +252,7 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
         return Checked(cand, first, commit, base_patch, selected is not None)
     again = _newly_failing(baseline, broken, selected)
     repeats = [evidence_of(worker.run(again, ctx.timeout(baseline, again),
-                                      ctx.deadlines(baseline, again)), again)
+                                      ctx.deadlines(baseline, again), terse=True), again)
                for _ in range(ctx.repeat - 1)]
     needed = max(2, ctx.repeat)
 
@@ -266,7 +271,8 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
                        commit, base_patch)
     if worker.equals_head():  # the tree the baseline ran three times: two runs suffice
         needed = 2
-    verdict = judge([evidence_of(worker.run(selected, ctx.timeout(baseline, selected)), selected)
+    verdict = judge([evidence_of(worker.run(selected, ctx.timeout(baseline, selected),
+                                            terse=True), selected)
                      for _ in range(needed)])
     messages = {t: res.messages.get(t, "") for t in verdict.fail_to_pass}
     out = Checked(cand, verdict, commit, base_patch, selected is not None, messages)
@@ -311,7 +317,7 @@ def _near_miss(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Bas
             # short whole-run budget instead: a variant that does not pass in time is caught.
             budget = adaptive_timeout(baseline, tests, factor=ctx.timeout_factor, margin_s=1.0)
             try:
-                ev = evidence_of(worker.run(tests, budget), tests)
+                ev = evidence_of(worker.run(tests, budget, terse=True), tests)
             except SandboxError:  # the server died under the variant: the task's verdict stands
                 caught += 1
                 break

@@ -6,8 +6,10 @@ implementations, chosen by what the sandbox can do (:attr:`Sandbox.can_spawn`).
   sandbox's memory, say). A tree that edits a file the server imported itself runs cold, in a
   fresh interpreter the fork execs (``cold_runs``).
 - :class:`ImageRunner`: the server's head image serves selected-test runs on the head tree
-  or on the head tree with body-only edits of ``.py`` files; what it cannot serve exactly it
-  declines (None), with the reason counted (``fallbacks``).
+  or on the head tree with body-only edits of ``.py`` files, and whole-suite runs on the head
+  tree itself (a golden tree that is the head's bytes: every test it collected, no import or
+  collection again); what it cannot serve exactly it declines (None), with the reason
+  counted (``fallbacks``).
 - :class:`ColdRunner`: for a sandbox that cannot host a long-lived process, every run is
   ``python -m pytest`` through :meth:`Sandbox.exec` (no per-test deadlines: the run's own).
 """
@@ -40,8 +42,9 @@ class TestRunner(Protocol):
     """Runs ``nodeids`` (None: the whole suite) in the workspace as it is now."""
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
-            deadlines: Deadlines | None = None) -> WarmResult | None:
-        """The run's result; None when this runner declines the run (try the next)."""
+            deadlines: Deadlines | None = None, *, terse: bool = False) -> WarmResult | None:
+        """The run's result; None when this runner declines the run (try the next).
+        ``terse``: the outcomes are all that is wanted (failures need not be formatted)."""
         ...
 
     cpu_s: float
@@ -107,7 +110,8 @@ class ServerRunner:
         return any(self.ws.read(rel) != data for rel, data in self._preloaded.items())
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
-            deadlines: Deadlines | None = None, *, cold: bool = False) -> WarmResult:
+            deadlines: Deadlines | None = None, *, cold: bool = False,
+            terse: bool = False) -> WarmResult:
         """Run in a fork of the server (``cold``, or on a stale tree: a fresh interpreter).
         A server that died is restarted once and the run repeated; if it dies again the
         error propagates to the candidate, which is then dropped."""
@@ -121,7 +125,7 @@ class ServerRunner:
                     self.restarts += 1
             stale = cold or self.stale()  # a restarted server imported this tree
             try:
-                result = warm.run(args, timeout, deadlines, cold=stale)
+                result = warm.run(args, timeout, deadlines, cold=stale, terse=terse)
             except SandboxError:
                 self.stop()
                 if attempt:
@@ -162,6 +166,9 @@ class ImageRunner:
         self.up = False
         self._starts = 0
         self.error = ""
+        self.collect_errors = 0
+        """Modules the image could not collect at head (a whole-suite run then goes the
+        ordinary way, which reports them)."""
         self.runs = 0
         self.cpu_s = 0.0
         self.fallbacks: Counter[str] = Counter()
@@ -179,22 +186,28 @@ class ImageRunner:
             ready = ImageReady(id=0, ready=False, error=str(exc))
         self.cpu_s += ready.cpu_s
         self.up = ready.ready
+        self.collect_errors = ready.collect_errors
         if not self.up:  # it would fail the same way again: run the ordinary way
             self.error = ready.error[-500:]
             self.wanted = False
         return self.up
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
-            deadlines: Deadlines | None = None) -> WarmResult | None:
+            deadlines: Deadlines | None = None, *, terse: bool = False) -> WarmResult | None:
         warm = self.server.warm
-        if not nodeids or not self.up or warm is None or not warm.alive or self.server.stale():
+        if nodeids is not None and not nodeids:
+            return None
+        if not self.up or warm is None or not warm.alive or self.server.stale():
             return None
         changed = self.server.ws.changed_py()
+        if nodeids is None and (changed != [] or self.collect_errors):
+            return None  # a whole suite: on the head tree only, all of it collected
         if changed is None:
             self.fallbacks["tree differs from head beyond .py edits"] += 1
             return None
         try:
-            result = warm.run_image(list(nodeids), changed, timeout, deadlines)
+            result = warm.run_image(None if nodeids is None else list(nodeids), changed,
+                                    timeout, deadlines, terse=terse)
         except SandboxError:
             self.server.stop()  # the server itself went: restarted by the next run
             self.up = False
@@ -219,7 +232,7 @@ class ColdRunner:
         self.cpu_s = 0.0
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
-            deadlines: Deadlines | None = None) -> WarmResult:
+            deadlines: Deadlines | None = None, *, terse: bool = False) -> WarmResult:
         report = run_tests(self.sb, self.env, nodeids, timeout=timeout)
         results = report.results.values()
         exit_code = report.exit_code if report.trustworthy or report.timed_out else 3

@@ -3,11 +3,12 @@
 (:mod:`swemill.validate.runners`), chosen by what the sandbox can do.
 
 A sandbox that can host a long-lived process gets a warm server and its head image: a
-selected-test run at the head commit goes to the image when it can serve it exactly, the rest
-to the server. The worker starts the server, with its image, before the workspace first moves
-away from head, and restarts the image when the workspace is back at head after the image
-went. Now and then (:class:`Shadow`) a run the image served is run again cold and compared.
-A sandbox that cannot spawn runs every test run cold through ``exec``.
+selected-test run at the head commit, and a whole-suite run of the head tree itself (a golden
+tree), go to the image when it can serve them exactly, the rest to the server. The worker
+starts the server, with its image, before the workspace first moves away from head, and
+restarts the image when the workspace is back at head after the image went. Now and then
+(:class:`Shadow`) a run the image served is run again cold and compared. A sandbox that
+cannot spawn runs every test run cold through ``exec``.
 """
 
 from __future__ import annotations
@@ -102,23 +103,27 @@ class Worker:
         return self.ws.equals_head()
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
-            deadlines: Deadlines | None = None) -> WarmResult:
+            deadlines: Deadlines | None = None, *, terse: bool = False) -> WarmResult:
         """Run ``nodeids`` (None: the whole suite) on the workspace as it is; ``timeout``
-        bounds the run, ``deadlines`` single tests (see :mod:`.inside.forkrun`)."""
+        bounds the run, ``deadlines`` single tests (see :mod:`.inside.forkrun`). ``terse``:
+        only the outcomes are wanted (no failure messages: see
+        :func:`.inside.forkrun.outcomes_only`)."""
         if self.server is None:
             assert self.cold is not None
             return self.cold.run(nodeids, timeout, deadlines)
         if self.image is not None and not (self.shadow and self.shadow.image_off):
-            served = self.image.run(nodeids, timeout, deadlines)
+            served = self.image.run(nodeids, timeout, deadlines, terse=terse)
             if served is not None:
-                if nodeids and self.shadow is not None and self.shadow.due(served):
+                if self.shadow is not None and self.shadow.due(served):
                     # the ordinary way: a fresh pytest session in a fork of the warm server,
                     # which imports the project and collects anew (start-up on top)
-                    plain = self.server.run(nodeids, 2 * timeout + 10, deadlines)
-                    if not self.shadow.compare(nodeids, served, plain):
+                    plain = self.server.run(nodeids, 2 * timeout + 10, deadlines, terse=terse)
+                    asked = list(nodeids) if nodeids is not None else list(
+                        dict.fromkeys([*served.outcomes, *plain.outcomes]))
+                    if not self.shadow.compare(asked, served, plain):
                         return plain
                 return served
-        return self.server.run(nodeids, timeout, deadlines)
+        return self.server.run(nodeids, timeout, deadlines, terse=terse)
 
     def checkout(self, state: TreeState) -> None:
         """Put the workspace into ``state`` (see :meth:`Workspace.checkout`). The first move

@@ -75,8 +75,25 @@ class Collector:
             self.messages[report.nodeid or "<collection>"] = str(report.longreprtext)[-1500:]
 
 
+def outcomes_only(config: Any = None) -> None:
+    """For a run whose outcomes alone are wanted (a repeat of the broken tree, a golden or a
+    near-miss run): a failure's report is its exception's last line, not a formatted
+    traceback (source read and parsed, locals and assertion diffs laid out), and the log
+    gets no failure sections (``--tb=no``). Formatting a failure costs more than running
+    most tests, and comes after the outcome is decided: pytest formats the report of a
+    test that has already failed. Call in the child only, before its tests run."""
+    from _pytest import nodes
+
+    def exception_only(self: Any, excinfo: Any, style: Any = None) -> str:  # noqa: ARG001
+        return str(excinfo.exconly())
+
+    nodes.Node._repr_failure_py = exception_only  # type: ignore[method-assign,assignment]
+    if config is not None:
+        config.option.tbstyle = "no"
+
+
 def child(args: list[str], result_path: str, log_path: str, progress: int,
-          reports: ReportCache) -> None:
+          reports: ReportCache, terse: bool = False) -> None:
     os.setpgid(0, 0)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
@@ -86,6 +103,9 @@ def child(args: list[str], result_path: str, log_path: str, progress: int,
     import pytest
 
     as_pytest_argv(args)
+    if terse:
+        outcomes_only()
+        args = [*args, "--tb=no"]
     collector = Collector(progress)
     code = 4
     try:
@@ -109,20 +129,21 @@ def as_pytest_argv(args: list[str]) -> None:
     sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *args]
 
 
-def _exec_cold(args: list[str], result_path: str, log_path: str, progress: int) -> None:
+def _exec_cold(args: list[str], result_path: str, log_path: str, progress: int,
+               terse: bool) -> None:
     """Become a fresh interpreter that runs ``args`` as :func:`_child` would: for a tree that
     edits a file this server imported before forking (a dependency of pytest itself, a
     plugin), which no fork of it can see, or for every run with the ``fork`` flag off."""
     os.set_inheritable(progress, True)
     spec = json.dumps({"args": args, "result": result_path, "log": log_path,
-                       "progress": progress})
+                       "progress": progress, "terse": terse})
     os.execv(sys.executable, [sys.executable, "-u", ENTRY, "--cold", spec])
 
 
 def cold_main(spec: dict[str, Any]) -> None:
     """The fresh interpreter of a cold run (see :func:`_exec_cold`): no cache of any kind."""
     child(list(spec["args"]), str(spec["result"]), str(spec["log"]), int(spec["progress"]),
-          ReportCache())
+          ReportCache(), bool(spec.get("terse")))
 
 
 def _proc_cpu(pid: int) -> float | None:
@@ -232,8 +253,8 @@ def run_child(request: Run, reports: ReportCache, cold: bool) -> Child:
 
     def run(result: str, log: str, progress: int) -> None:
         if cold:
-            _exec_cold(args, result, log, progress)
-        child(args, result, log, progress, reports)
+            _exec_cold(args, result, log, progress, request.terse)
+        child(args, result, log, progress, reports, request.terse)
 
     return run
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from . import hotpatch
 from .codecache import CodeCache
-from .forkrun import Collector, as_pytest_argv, serve_one, write_result
+from .forkrun import Collector, as_pytest_argv, outcomes_only, serve_one, write_result
 from .protocol import ImageReady, Lines, Result, RunInImage, refusal, write
 from .report_cache import ReportCache
 from .texts import cpu_self, decoded, digest, is_inside, read_source, report_text
@@ -46,6 +46,8 @@ class HeadImage:
         self.ran_code: list[Any] = []
         self.session: Any = None
         self.items: dict[str, Any] = {}
+        self.order: list[Any] = []
+        """Every item collected, in collection order (a ``whole`` request runs them all)."""
         self.functions: dict[int, list[Any]] = {}
         self.suspended: dict[int, str] = {}
         """Code that cannot be swapped, and why (:func:`hotpatch.index_functions`)."""
@@ -66,6 +68,7 @@ class HeadImage:
         self.profiler = None
         self.session = session
         self.items = {item.nodeid: item for item in session.items}
+        self.order = list(session.items)
         ready = ImageReady(id=0, ready=True, items=len(self.items),
                            collect_errors=int(session.testsfailed))
         compiled = self.codes.compiled or {}
@@ -154,6 +157,16 @@ class HeadImage:
         nodeids = [str(n) for n in request.nodeids]
         missing = [n for n in nodeids if n not in self.items]
         rid = request.id
+        if request.whole:  # the head tree's whole suite: nothing to swap in
+            if request.hotpatch or nodeids:
+                return refusal(rid, "whole suite asked for on an edited tree or with tests")
+            if not self.order:
+                return refusal(rid, "no tests asked for")
+            whole = list(self.order)
+            return serve_one(request, self.workdir,
+                             lambda result, _log, progress: self._child(
+                                 whole, [], result, progress, request.terse),
+                             self.reports, log_path=self.log_path, known=self.known)
         if not nodeids or missing:
             return refusal(rid, "test not collected at head" if missing else "no tests asked for",
                            missing[0] if missing else "")
@@ -169,13 +182,13 @@ class HeadImage:
 
         def child(result_path: str, log_path: str, progress: int) -> None:
             self.reports.trees.update(trees)
-            self._child(selected, swaps, result_path, progress)
+            self._child(selected, swaps, result_path, progress, request.terse)
 
         return serve_one(request, self.workdir, child, self.reports, log_path=self.log_path,
                          known=self.known)
 
     def _child(self, selected: list[Any], swaps: list[Any], result_path: str,
-               progress: int) -> None:
+               progress: int, terse: bool = False) -> None:
         """In a fork of the image: swap the edited code in, run ``selected``, report."""
         import linecache
 
@@ -195,6 +208,8 @@ class HeadImage:
                 code = 0
                 return
             linecache.clearcache()
+            if terse:
+                outcomes_only(session.config)
             session.config.pluginmanager.register(collector, "swemill-warm-collector")
             session.items = selected
             session.testscollected = len(selected)

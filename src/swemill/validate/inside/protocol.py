@@ -74,7 +74,8 @@ class Run:
     """Run pytest with ``args`` in a fresh child, within ``timeout`` seconds; ``deadlines``
     and ``cpu_deadlines`` bound single tests (wall / CPU seconds since each started).
     ``cold``: the child is a fresh interpreter (a tree that edits a file the server
-    imported itself)."""
+    imported itself). ``terse``: outcomes only, failures not formatted (see
+    :func:`.forkrun.outcomes_only`)."""
 
     id: int
     args: list[str]
@@ -82,6 +83,7 @@ class Run:
     deadlines: dict[str, float] = field(default_factory=dict)
     cpu_deadlines: dict[str, float] = field(default_factory=dict)
     cold: bool = False
+    terse: bool = False
     op: str = "run"
     v: int = VERSION
 
@@ -102,7 +104,9 @@ class StartImage:
 class RunInImage:
     """Run ``nodeids`` in a fork of the head image; the workspace equals the head tree
     except for the ``hotpatch`` files (workspace-relative ``.py``), whose edited functions
-    the fork swaps in."""
+    the fork swaps in. ``whole``: run every item the image collected, in its order (the
+    whole suite), instead of ``nodeids``; only on the head tree itself (no ``hotpatch``).
+    ``terse``: as :class:`Run`'s."""
 
     id: int
     nodeids: list[str]
@@ -110,6 +114,8 @@ class RunInImage:
     timeout: float = 60.0
     deadlines: dict[str, float] = field(default_factory=dict)
     cpu_deadlines: dict[str, float] = field(default_factory=dict)
+    whole: bool = False
+    terse: bool = False
     op: str = "run_in_image"
     v: int = VERSION
 
