@@ -70,8 +70,14 @@ def test_the_warm_server_and_its_fast_paths_work_on_this_pytest(python: str,
         terse = [srv.in_image(ids, 60, hotpatch=["lib.py"], terse=True),
                  srv.run(ids, 60, terse=True), srv.run(ids, 60, terse=True, cold=True)]
         again = srv.in_image(ids, 60, hotpatch=["lib.py"])  # the image formats as before
+        # stopped at the first failure: the second test (failing too) never ran
+        first = [srv.in_image(ids, 60, hotpatch=["lib.py"], terse=True, maxfail=1),
+                 srv.run(ids, 60, terse=True, maxfail=1),
+                 srv.run(ids, 60, terse=True, maxfail=1, cold=True)]
     finally:
         srv.close()
+    for run in first:
+        assert run["exit_code"] == 1 and run["outcomes"] == {ids[0]: "failed"}, run["log_tail"]
     for run in terse:
         assert run["exit_code"] == 1 and run["outcomes"] == fresh["outcomes"], run["log_tail"]
         message = run["messages"][ids[0]]

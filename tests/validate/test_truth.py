@@ -17,12 +17,16 @@ from typing import Any
 
 import pytest
 
-from swemill.core.records import CandidateRecord, Golden, Task
+from swemill.core.records import Candidate, CandidateRecord, Golden, Task
 from swemill.repo.envbuild import build_env
 from swemill.repo.sources import resolve_source
+from swemill.sandbox import Limits
 from swemill.store import Store
 from swemill.suite.baseline import run_baseline
+from swemill.synth.patches import file_diff
+from swemill.validate.check import CheckContext, check_candidate
 from swemill.validate.validator import TasksConfig, run_tasks
+from swemill.validate.worker import Worker, open_base
 
 from .conftest import PYPROJECT, independent_audit, run_git
 
@@ -191,3 +195,33 @@ def test_what_is_left_is_true_and_carries_its_grading_quality(
     result = truth_run["result"]
     assert result.drops.get("flaky", 0) + sum(
         1 for t in tasks if t.flake_rate > 0) >= 1, result.drops
+
+
+def test_near_misses_are_caught_by_either_list_and_an_equivalent_one_is_not(
+        truth_run: dict[str, Any]) -> None:
+    """One run per variant, FAIL_TO_PASS first, stopping at the first failure: a variant that
+    only a PASS_TO_PASS test catches counts as caught, as does one FAIL_TO_PASS catches; a
+    variant that behaves like the original does not."""
+    env, baseline = truth_run["env"], truth_run["baseline"]
+
+    def patch(old: str, new: str) -> str:
+        return file_diff("truthpkg/core.py", CORE, CORE.replace(old, new))
+
+    variants = [patch("return name * 2", "return name * 3"),  # get/compute: P2P only
+                patch("return x * 2", "return x + x + 1"),  # scale: F2P
+                patch("return x * 2", "return 2 * x")]  # the same function
+    cand = Candidate(candidate_id="nm", repo="truthpkg", strategy="procedural",
+                     bug_patch=patch("return x * 2", "return x * 3"), scope="module",
+                     metadata={"near_miss": variants})
+    ctx = CheckContext(baseline, baseline.commit, near_misses=3)
+    base = open_base(env, backend="auto", limits=Limits(timeout_s=120))
+    worker = Worker(env, base, baseline.commit, prewarm_s=60)
+    try:
+        checked = check_candidate(ctx, worker, cand)
+    finally:
+        worker.close()
+        base.close()
+    assert checked.verdict.accepted, checked.verdict
+    assert T + "test_scale" in checked.verdict.fail_to_pass
+    assert T + "test_get_first" in checked.verdict.pass_to_pass
+    assert checked.near_miss == (3, 2)

@@ -292,16 +292,22 @@ def _newly_failing(baseline: Baseline, broken: RunEvidence, selected: Sequence[s
 def _near_miss(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseline,
                commit: str, base_patch: str, verdict: GateVerdict4) -> tuple[int, int] | None:
     """Run each near-miss variant (``cand.metadata["near_miss"]``: patches of the base tree)
-    against the task's lists: FAIL_TO_PASS first, then, if all of those pass, the
-    PASS_TO_PASS tests that execute the changed code (the rest keep their outcome). A
-    variant that does not apply is not counted; a run that times out or crashes caught it."""
+    against the task's lists: FAIL_TO_PASS first, then the PASS_TO_PASS tests that execute
+    the changed code (the rest keep their outcome), in one run that stops at the first
+    failure (only whether one fails is wanted). A variant that does not apply is not
+    counted; a run that times out or crashes caught it."""
     variants = [str(v) for v in cand.metadata.get("near_miss") or []
                 if str(v).strip()][: ctx.near_misses]
     if not variants:
         return None
     p2p = set(verdict.pass_to_pass)
     selected = select_tests(cand, baseline)
-    rest = sorted(p2p if selected is None else p2p & set(selected))
+    tests = [*verdict.fail_to_pass,
+             *sorted(p2p if selected is None else p2p & set(selected))]
+    # No per-test deadlines here: a deadline kill in a near-miss run was followed by false
+    # timeouts in the worker's next candidates (14 of 40 on more-itertools). A short
+    # whole-run budget instead: a variant that does not pass in time is caught.
+    budget = adaptive_timeout(baseline, tests, factor=ctx.timeout_factor, margin_s=1.0)
     tried = caught = 0
     for variant in variants:
         try:
@@ -309,19 +315,11 @@ def _near_miss(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Bas
         except SynthesisError:
             continue
         tried += 1
-        for tests in (verdict.fail_to_pass, rest):
-            if not tests:
-                continue
-            # No per-test deadlines here: a deadline kill in a near-miss run was followed by
-            # false timeouts in the worker's next candidates (14 of 40 on more-itertools). A
-            # short whole-run budget instead: a variant that does not pass in time is caught.
-            budget = adaptive_timeout(baseline, tests, factor=ctx.timeout_factor, margin_s=1.0)
-            try:
-                ev = evidence_of(worker.run(tests, budget, terse=True), tests)
-            except SandboxError:  # the server died under the variant: the task's verdict stands
-                caught += 1
-                break
-            if not ev.usable or any(ev.outcomes.get(t) not in PASSING for t in tests):
-                caught += 1
-                break
+        try:
+            ev = evidence_of(worker.run(tests, budget, terse=True, maxfail=1), tests)
+        except SandboxError:  # the server died under the variant: the task's verdict stands
+            caught += 1
+            continue
+        # a test the run did not reach after the first failure is "error" here: caught
+        caught += not ev.usable or any(ev.outcomes.get(t) not in PASSING for t in tests)
     return (tried, caught) if tried else None

@@ -42,9 +42,11 @@ class TestRunner(Protocol):
     """Runs ``nodeids`` (None: the whole suite) in the workspace as it is now."""
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
-            deadlines: Deadlines | None = None, *, terse: bool = False) -> WarmResult | None:
+            deadlines: Deadlines | None = None, *, terse: bool = False,
+            maxfail: int = 0) -> WarmResult | None:
         """The run's result; None when this runner declines the run (try the next).
-        ``terse``: the outcomes are all that is wanted (failures need not be formatted)."""
+        ``terse``: the outcomes are all that is wanted (failures need not be formatted);
+        ``maxfail``: stop after that many failures (0: never)."""
         ...
 
     cpu_s: float
@@ -111,7 +113,7 @@ class ServerRunner:
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, cold: bool = False,
-            terse: bool = False) -> WarmResult:
+            terse: bool = False, maxfail: int = 0) -> WarmResult:
         """Run in a fork of the server (``cold``, or on a stale tree: a fresh interpreter).
         A server that died is restarted once and the run repeated; if it dies again the
         error propagates to the candidate, which is then dropped."""
@@ -125,7 +127,8 @@ class ServerRunner:
                     self.restarts += 1
             stale = cold or self.stale()  # a restarted server imported this tree
             try:
-                result = warm.run(args, timeout, deadlines, cold=stale, terse=terse)
+                result = warm.run(args, timeout, deadlines, cold=stale, terse=terse,
+                                  maxfail=maxfail)
             except SandboxError:
                 self.stop()
                 if attempt:
@@ -193,7 +196,8 @@ class ImageRunner:
         return self.up
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
-            deadlines: Deadlines | None = None, *, terse: bool = False) -> WarmResult | None:
+            deadlines: Deadlines | None = None, *, terse: bool = False,
+            maxfail: int = 0) -> WarmResult | None:
         warm = self.server.warm
         if nodeids is not None and not nodeids:
             return None
@@ -207,7 +211,7 @@ class ImageRunner:
             return None
         try:
             result = warm.run_image(None if nodeids is None else list(nodeids), changed,
-                                    timeout, deadlines, terse=terse)
+                                    timeout, deadlines, terse=terse, maxfail=maxfail)
         except SandboxError:
             self.server.stop()  # the server itself went: restarted by the next run
             self.up = False
@@ -232,7 +236,8 @@ class ColdRunner:
         self.cpu_s = 0.0
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
-            deadlines: Deadlines | None = None, *, terse: bool = False) -> WarmResult:
+            deadlines: Deadlines | None = None, *, terse: bool = False,
+            maxfail: int = 0) -> WarmResult:
         report = run_tests(self.sb, self.env, nodeids, timeout=timeout)
         results = report.results.values()
         exit_code = report.exit_code if report.trustworthy or report.timed_out else 3

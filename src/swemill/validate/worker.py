@@ -103,27 +103,30 @@ class Worker:
         return self.ws.equals_head()
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
-            deadlines: Deadlines | None = None, *, terse: bool = False) -> WarmResult:
+            deadlines: Deadlines | None = None, *, terse: bool = False,
+            maxfail: int = 0) -> WarmResult:
         """Run ``nodeids`` (None: the whole suite) on the workspace as it is; ``timeout``
         bounds the run, ``deadlines`` single tests (see :mod:`.inside.forkrun`). ``terse``:
         only the outcomes are wanted (no failure messages: see
-        :func:`.inside.forkrun.outcomes_only`)."""
+        :func:`.inside.forkrun.outcomes_only`); ``maxfail``: stop after that many failures
+        (a cold run of a sandbox that cannot spawn runs on)."""
         if self.server is None:
             assert self.cold is not None
             return self.cold.run(nodeids, timeout, deadlines)
         if self.image is not None and not (self.shadow and self.shadow.image_off):
-            served = self.image.run(nodeids, timeout, deadlines, terse=terse)
+            served = self.image.run(nodeids, timeout, deadlines, terse=terse, maxfail=maxfail)
             if served is not None:
                 if self.shadow is not None and self.shadow.due(served):
                     # the ordinary way: a fresh pytest session in a fork of the warm server,
                     # which imports the project and collects anew (start-up on top)
-                    plain = self.server.run(nodeids, 2 * timeout + 10, deadlines, terse=terse)
+                    plain = self.server.run(nodeids, 2 * timeout + 10, deadlines, terse=terse,
+                                            maxfail=maxfail)
                     asked = list(nodeids) if nodeids is not None else list(
                         dict.fromkeys([*served.outcomes, *plain.outcomes]))
                     if not self.shadow.compare(asked, served, plain):
                         return plain
                 return served
-        return self.server.run(nodeids, timeout, deadlines, terse=terse)
+        return self.server.run(nodeids, timeout, deadlines, terse=terse, maxfail=maxfail)
 
     def checkout(self, state: TreeState) -> None:
         """Put the workspace into ``state`` (see :meth:`Workspace.checkout`). The first move

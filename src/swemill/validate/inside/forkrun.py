@@ -93,7 +93,7 @@ def outcomes_only(config: Any = None) -> None:
 
 
 def child(args: list[str], result_path: str, log_path: str, progress: int,
-          reports: ReportCache, terse: bool = False) -> None:
+          reports: ReportCache, terse: bool = False, maxfail: int = 0) -> None:
     os.setpgid(0, 0)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
@@ -106,6 +106,8 @@ def child(args: list[str], result_path: str, log_path: str, progress: int,
     if terse:
         outcomes_only()
         args = [*args, "--tb=no"]
+    if maxfail:
+        args = [*args, f"--maxfail={maxfail}"]
     collector = Collector(progress)
     code = 4
     try:
@@ -130,20 +132,20 @@ def as_pytest_argv(args: list[str]) -> None:
 
 
 def _exec_cold(args: list[str], result_path: str, log_path: str, progress: int,
-               terse: bool) -> None:
+               terse: bool, maxfail: int) -> None:
     """Become a fresh interpreter that runs ``args`` as :func:`_child` would: for a tree that
     edits a file this server imported before forking (a dependency of pytest itself, a
     plugin), which no fork of it can see, or for every run with the ``fork`` flag off."""
     os.set_inheritable(progress, True)
     spec = json.dumps({"args": args, "result": result_path, "log": log_path,
-                       "progress": progress, "terse": terse})
+                       "progress": progress, "terse": terse, "maxfail": maxfail})
     os.execv(sys.executable, [sys.executable, "-u", ENTRY, "--cold", spec])
 
 
 def cold_main(spec: dict[str, Any]) -> None:
     """The fresh interpreter of a cold run (see :func:`_exec_cold`): no cache of any kind."""
     child(list(spec["args"]), str(spec["result"]), str(spec["log"]), int(spec["progress"]),
-          ReportCache(), bool(spec.get("terse")))
+          ReportCache(), bool(spec.get("terse")), int(spec.get("maxfail") or 0))
 
 
 def _proc_cpu(pid: int) -> float | None:
@@ -253,8 +255,8 @@ def run_child(request: Run, reports: ReportCache, cold: bool) -> Child:
 
     def run(result: str, log: str, progress: int) -> None:
         if cold:
-            _exec_cold(args, result, log, progress, request.terse)
-        child(args, result, log, progress, reports, request.terse)
+            _exec_cold(args, result, log, progress, request.terse, request.maxfail)
+        child(args, result, log, progress, reports, request.terse, request.maxfail)
 
     return run
 

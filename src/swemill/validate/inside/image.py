@@ -165,7 +165,7 @@ class HeadImage:
             whole = list(self.order)
             return serve_one(request, self.workdir,
                              lambda result, _log, progress: self._child(
-                                 whole, [], result, progress, request.terse),
+                                 whole, [], result, progress, request),
                              self.reports, log_path=self.log_path, known=self.known)
         if not nodeids or missing:
             return refusal(rid, "test not collected at head" if missing else "no tests asked for",
@@ -182,13 +182,13 @@ class HeadImage:
 
         def child(result_path: str, log_path: str, progress: int) -> None:
             self.reports.trees.update(trees)
-            self._child(selected, swaps, result_path, progress, request.terse)
+            self._child(selected, swaps, result_path, progress, request)
 
         return serve_one(request, self.workdir, child, self.reports, log_path=self.log_path,
                          known=self.known)
 
     def _child(self, selected: list[Any], swaps: list[Any], result_path: str,
-               progress: int, terse: bool = False) -> None:
+               progress: int, request: RunInImage) -> None:
         """In a fork of the image: swap the edited code in, run ``selected``, report."""
         import linecache
 
@@ -208,8 +208,10 @@ class HeadImage:
                 code = 0
                 return
             linecache.clearcache()
-            if terse:
+            if request.terse:
                 outcomes_only(session.config)
+            if request.maxfail:
+                session.config.option.maxfail = request.maxfail
             session.config.pluginmanager.register(collector, "swemill-warm-collector")
             session.items = selected
             session.testscollected = len(selected)

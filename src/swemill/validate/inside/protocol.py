@@ -75,7 +75,8 @@ class Run:
     and ``cpu_deadlines`` bound single tests (wall / CPU seconds since each started).
     ``cold``: the child is a fresh interpreter (a tree that edits a file the server
     imported itself). ``terse``: outcomes only, failures not formatted (see
-    :func:`.forkrun.outcomes_only`)."""
+    :func:`.forkrun.outcomes_only`). ``maxfail``: stop after that many failures (pytest's
+    ``--maxfail``; 0: never)."""
 
     id: int
     args: list[str]
@@ -84,6 +85,7 @@ class Run:
     cpu_deadlines: dict[str, float] = field(default_factory=dict)
     cold: bool = False
     terse: bool = False
+    maxfail: int = 0
     op: str = "run"
     v: int = VERSION
 
@@ -106,7 +108,7 @@ class RunInImage:
     except for the ``hotpatch`` files (workspace-relative ``.py``), whose edited functions
     the fork swaps in. ``whole``: run every item the image collected, in its order (the
     whole suite), instead of ``nodeids``; only on the head tree itself (no ``hotpatch``).
-    ``terse``: as :class:`Run`'s."""
+    ``terse``, ``maxfail``: as :class:`Run`'s."""
 
     id: int
     nodeids: list[str]
@@ -116,6 +118,7 @@ class RunInImage:
     cpu_deadlines: dict[str, float] = field(default_factory=dict)
     whole: bool = False
     terse: bool = False
+    maxfail: int = 0
     op: str = "run_in_image"
     v: int = VERSION
 
