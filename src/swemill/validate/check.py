@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from swemill.core.errors import SandboxError, SynthesisError
 from swemill.core.records import Baseline, Candidate, TestStatus
-from swemill.suite.timeouts import adaptive_timeout
+from swemill.suite.timeouts import adaptive_timeout, busy_factor
 from swemill.synth.patches import reverse_patch
 from swemill.validate.explain import first_error, refusal_detail, run_failure
 from swemill.validate.gates import FAILING, PASSING, GateVerdict4, RunEvidence, decide
@@ -73,6 +73,12 @@ class CheckContext:
     """Runs of a surviving broken tree; golden runs: at least two, at least this many."""
     near_misses: int = 2
     """Near-miss variants run per accepted candidate (those it carries, at most this many)."""
+    busy: Callable[[], float] = busy_factor
+    """The machine's load per CPU above 1, read at each run (``suite.timeouts.busy_factor``):
+    wall-clock limits are multiplied by it, CPU-second limits are not. Baseline durations are
+    measured at one load and candidates run at another; asttokens 2.4.1 in the zoo lost 5 of
+    14 candidates (11 of 20 in bench_validate) at load 4-7 on 2 CPUs to a 1.0 s wall deadline
+    on a test that ran 1.2 ms at baseline and 0.2 s as the first astroid test of a run."""
     _bases: dict[tuple[str, str], Baseline | str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pending: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
@@ -83,23 +89,24 @@ class CheckContext:
         """The baseline-derived budget, plus a little per selected test: a failing test costs
         more than a passing one (tracebacks, assertion diffs), and a broken run fails many."""
         extra = min(0.25 * len(selected), 10.0) if selected is not None else 0.0
-        return adaptive_timeout(baseline, selected, factor=self.timeout_factor,
-                                margin_s=self.timeout_margin_s) + extra
+        return round((adaptive_timeout(baseline, selected, factor=self.timeout_factor,
+                                       margin_s=self.timeout_margin_s) + extra) * self.busy(), 3)
 
     def deadlines(self, baseline: Baseline, selected: Sequence[str] | None) -> Deadlines:
         """Per-test deadlines for a broken tree's run: a test still running 10x its baseline
-        duration plus 1 s after it started, or that has used 20x its duration plus 0.5 s of
-        CPU since, is taken for a hang and the run ends as timed out, instead of waiting out
-        the whole run's budget. The CPU deadline catches a busy loop in a short test sooner,
-        however loaded the machine is; from 50 ms of baseline up it is never the tighter of
-        the two. Only a broken run gets them: they can turn a slow run into a ``timeout``
-        refusal, never into an accepted task."""
+        duration plus 1 s (times :attr:`busy`) after it started, or that has used 20x its
+        duration plus 0.5 s of CPU since, is taken for a hang and the run ends as timed out,
+        instead of waiting out the whole run's budget. The CPU deadline catches a busy loop in
+        a short test sooner, however loaded the machine is; from 50 ms of baseline up it is
+        never the tighter of the two on a quiet machine. Only a broken run gets them: they
+        can turn a slow run into a ``timeout`` refusal, never into an accepted task."""
         durations = baseline.durations_s
         fallback = max(durations.values(), default=1.0)
         tests = durations.keys() if selected is None else selected
         base = {t: durations.get(t, fallback) for t in tests}
+        busy = self.busy()
         return Deadlines(
-            wall={t: round(self.test_deadline_factor * d + self.test_deadline_floor_s, 3)
+            wall={t: round((self.test_deadline_factor * d + self.test_deadline_floor_s) * busy, 3)
                   for t, d in base.items()},
             cpu={t: round(self.test_cpu_factor * d + self.test_cpu_floor_s, 3)
                  for t, d in base.items()})
@@ -307,7 +314,8 @@ def _near_miss(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Bas
     # No per-test deadlines here: a deadline kill in a near-miss run was followed by false
     # timeouts in the worker's next candidates (14 of 40 on more-itertools). A short
     # whole-run budget instead: a variant that does not pass in time is caught.
-    budget = adaptive_timeout(baseline, tests, factor=ctx.timeout_factor, margin_s=1.0)
+    budget = adaptive_timeout(baseline, tests, factor=ctx.timeout_factor,
+                              margin_s=1.0) * ctx.busy()
     tried = caught = 0
     for variant in variants:
         try:
