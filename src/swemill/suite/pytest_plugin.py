@@ -258,7 +258,15 @@ def pytest_fixture_setup(fixturedef, request):
 
 
 def pytest_runtest_logreport(report):
-    _state["phases"].setdefault(report.nodeid, {})[report.when] = report
+    phases = _state["phases"].setdefault(report.nodeid, {})
+    earlier = phases.get(report.when)
+    # A failed subtest (pytest >= 9's ``subtests``, pytest-subtests) is a report of the
+    # test's own call phase: the test's last, passing report must not hide it (pytest exits
+    # 1). zipp 3.20.2's tests run in subtests; a broken tree failed one and the whole-suite
+    # runs said "passed".
+    if earlier is not None and earlier.failed and not report.failed:
+        return
+    phases[report.when] = report
 
 
 def pytest_runtest_logfinish(nodeid, location):
