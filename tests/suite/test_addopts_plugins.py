@@ -32,7 +32,8 @@ FILES = {
         version = "0.1"
         readme = "README.rst"
         [project.optional-dependencies]
-        test = ["pytest-enabler>=2.2", "pytest-cov", "pytest-ruff", "pytest-checkdocs>=2.4"]
+        test = ["pytest-enabler>=2.2", "pytest-cov", "pytest-ruff", "pytest-checkdocs>=2.4",
+                "pytest-mypy-plugins"]
         [tool.setuptools]
         packages = ["enablerdemo"]
         """,
@@ -43,6 +44,12 @@ FILES = {
 
         def double(x):
             return 2 * x
+        """,
+    "tests/test_types.yml": """
+        - case: double_is_int
+          main: |
+            from enablerdemo import double
+            reveal_type(double(2))  # N: Revealed type is "Any"
         """,
     "tests/test_double.py": """
         from enablerdemo import double
@@ -63,8 +70,10 @@ def test_enabler_and_checkdocs_add_nothing_and_coverage_is_kept(tmp_path: Path) 
     env = build_env(resolve_source(str(root), cache=cache), cache=cache)
     assert env.skipped == []  # the plugins are installed: the runs must turn them off
     b = run_baseline(env, backend="auto", runs=1, suite_timeout=300)
-    # no ruff items (the unused import would fail one), no checkdocs '.::project' item
+    # no ruff items (the unused import would fail one), no checkdocs '.::project' item, no
+    # mypy case from the YAML file (each runs mypy in a subprocess)
     assert b.outcomes == {"tests/test_double.py::test_double": "passed"}
     assert b.coverage["enablerdemo/__init__.py::double"] == ["tests/test_double.py::test_double"]
     assert b.uncovered == []
     assert "-p no:enabler" in b.test_cmd and "-p no:checkdocs" in b.test_cmd
+    assert "-p no:pytest-mypy-plugins" in b.test_cmd

@@ -47,13 +47,16 @@ Execute = Callable[[Sequence[str], Mapping[str, str], float], ExecResult]
 PLUGIN_MODULE = "_swemill_report"
 _PLUGIN_SRC = Path(__file__).with_name("pytest_plugin.py")
 _MAX_FILE_ARGS = 500
-_DISABLED = ("randomly", "random_order", "enabler", "checkdocs")
+_DISABLED = ("randomly", "random_order", "enabler", "checkdocs", "pytest-mypy-plugins")
 """Plugins every run turns off (``-p no:NAME``): ``randomly`` and ``random_order`` change the
 order tests run in; ``enabler`` (pytest-enabler) is a second ``addopts``, which every run
 replaces (it adds ``--cov``, whose tracer left the coverage map empty, and ``--ruff`` /
 ``--mypy`` lint items: zipp 3.20.2 and inflect 7.4.0 in the zoo ran their whole suite for
 every candidate); ``checkdocs`` adds an item that builds the project's metadata with pip from
-the index (9 s and a failure in a sandbox without network, on every run)."""
+the index (9 s and a failure in a sandbox without network, on every run);
+``pytest-mypy-plugins`` collects YAML cases that each run mypy in a subprocess, never the
+project's code (attrs 24.2.0: 86 cases, about 2 s each, in every baseline run and, as tests
+that start processes, in every candidate's run)."""
 
 
 def ensure_plugin(env: RepoEnv) -> None:
