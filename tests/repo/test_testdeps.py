@@ -12,7 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NoReturn
 
-from swemill.repo.testdeps import Skipped, extra_requirements, install_test_deps
+from swemill.repo.testdeps import (
+    Skipped,
+    describe_skipped,
+    extra_requirements,
+    install_test_deps,
+)
 
 METADATA = """\
 Metadata-Version: 2.1
@@ -75,3 +80,14 @@ def test_a_failing_extra_is_installed_part_by_part(tmp_path: Path) -> None:
     # without parts, the whole extra goes, as before
     assert install_test_deps(uv, ["demo==1.0"], ["demo[test]==1.0"], _fail) == [
         Skipped("demo[test]==1.0", "big-o has no usable wheels")]
+
+
+def test_skipped_dependencies_are_named_in_a_few_words() -> None:
+    # unearth 0.17.2: its conftest imports wsgiadapter; requests-wsgi-adapter has no wheel
+    uv = ("error: No solution found when resolving dependencies: cause: Because all versions "
+          "of requests-wsgi-adapter have no usable wheels and you require it, ...")
+    skipped = [Skipped("requests-wsgi-adapter", uv), Skipped("pkg==9", "error: no version")]
+    assert describe_skipped(skipped) == (
+        "requests-wsgi-adapter (no wheel), pkg==9 (could not be installed)")
+    assert describe_skipped(skipped * 2, most=3).endswith(" and 1 more")
+    assert describe_skipped([]) == ""

@@ -22,8 +22,8 @@ from typing import Any, NoReturn
 from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 
-__all__ = ["Skipped", "extra_requirements", "install_test_deps", "requirement_units",
-           "unpin_self"]
+__all__ = ["Skipped", "describe_skipped", "extra_requirements", "install_test_deps",
+           "requirement_units", "unpin_self"]
 
 Runner = Callable[[list[str]], tuple[int, str]]
 """Runs ``uv pip install`` with these arguments; returns (exit code, cause line if failed)."""
@@ -38,6 +38,17 @@ class Skipped:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def describe_skipped(skipped: list[Skipped], most: int = 3) -> str:
+    """The skipped test dependencies in a few words each, for an error line that may be
+    their consequence ("" when none): ``requests-wsgi-adapter (no wheel)``."""
+    def why(s: Skipped) -> str:
+        return "no wheel" if "no usable wheels" in s.reason or "no wheels" in s.reason \
+            else "could not be installed"
+    parts = [f"{s.requirement} ({why(s)})" for s in skipped[:most]]
+    more = f" and {len(skipped) - most} more" if len(skipped) > most else ""
+    return f"{', '.join(parts)}{more}" if parts else ""
 
 
 def requirement_units(files: list[Path], options_file: Path) -> list[str]:

@@ -18,6 +18,7 @@ from swemill.core.errors import TestRunError
 from swemill.core.records import Baseline, TestStatus
 from swemill.repo.cache import write_text_atomic
 from swemill.repo.envbuild import RepoEnv
+from swemill.repo.testdeps import describe_skipped
 from swemill.sandbox import open_sandbox
 from swemill.sandbox.contract import Sandbox
 from swemill.sandbox.leftovers import scratch_dir
@@ -101,8 +102,11 @@ def _check(report: TestRunReport, env: RepoEnv, bound: SuiteTimeout, run: int) -
     if report.exit_code == 5 or (report.trustworthy and not report.results):
         raise TestRunError(f"pytest collected no tests in {env.repo}: nothing to run")
     if not report.trustworthy:
+        # unearth 0.17.2: its conftest imports wsgiadapter, whose distribution has no wheel
+        skipped = describe_skipped(env.skipped)
+        note = f" (test dependencies not installed: {skipped})" if skipped else ""
         raise TestRunError(f"baseline run {run} of {env.repo} cannot be trusted: "
-                           f"{report.problem}")
+                           f"{report.problem}{note}")
 
 
 def collect_errors(reports: list[TestRunReport]) -> dict[str, str]:
