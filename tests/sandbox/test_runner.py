@@ -92,7 +92,7 @@ def test_a_command_cannot_reach_the_runner_or_forge_its_reply(tmp_path: Path) ->
 def _runner_gone_then_back(sb: Sandbox, attack: str, timeout: float) -> ExecResult:
     r = sb.exec(f"{FIND_RUNNER}; {attack}", timeout=timeout)
     assert r.extra.get("session_runner") == 1.0
-    assert sb.keep_warm(wait=True)  # a new runner: meanwhile commands run apart
+    assert sb.keep_warm(wait=True)  # a new runner (the next command would wait for it too)
     after = sb.exec("echo again")
     assert after.ok and after.stdout == "again\n" and after.extra.get("session_runner") == 1.0
     return r

@@ -213,10 +213,10 @@ class BwrapSandbox(TreeSandbox):
     def keep_warm(self, *, wait: bool = False) -> bool:
         """From now on, run this sandbox's commands in one long-lived sandbox of the same
         kind, each forked by a runner inside (:mod:`swemill.sandbox._runner`), which starts
-        now in the background (``wait``: wait until it has). False (with
-        :attr:`runner_note` saying why) where a runner cannot keep a sandbox's guarantees
-        here or did not start: commands then keep a sandbox each, as they also do while the
-        runner starts or another command holds it, and when one is too large for it."""
+        now in the background (``wait``: wait until it has; a command waits for it anyway).
+        False (with :attr:`runner_note` saying why) where a runner cannot keep a sandbox's
+        guarantees here or did not start: commands then keep a sandbox each, as they also do
+        while another command holds the runner, and when one is too large for it."""
         ok, why = runner_usable(self.limits)
         if not ok:
             self.runner_note = why
@@ -231,7 +231,7 @@ class BwrapSandbox(TreeSandbox):
 
     def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
               cwd: str | None, stdin: bytes | None) -> ExecResult:
-        runner, self.runner_note = (self._slot.acquire() if self._slot is not None
+        runner, self.runner_note = (self._slot.acquire(wait=True) if self._slot is not None
                                     else (None, "no session runner asked for"))
         if runner is None:
             return super()._exec(cmd, timeout=timeout, env=env, cwd=cwd, stdin=stdin)

@@ -117,8 +117,8 @@ class Sandbox(Protocol):
         """Run later commands in one long-lived sandbox, each forked inside it, where the
         backend can do so with every guarantee of a sandbox per command (bwrap); returns
         whether it will (``wait``: waits until that sandbox is up). It starts in the
-        background; until then, and for a command while another one runs, commands keep a
-        sandbox each."""
+        background (a command waits for it); a command while another one runs keeps a
+        sandbox of its own."""
         ...
 
     def read_file(self, path: str) -> bytes:
