@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from swemill.core.records import Baseline
 from swemill.validate.gates import RunEvidence, decide
 
@@ -21,14 +23,45 @@ def ok_runs(**outcomes: str) -> list[RunEvidence]:
     return [RunEvidence({f"t::{k}": v for k, v in outcomes.items()}, 0) for _ in range(2)]  # type: ignore[misc]
 
 
-def test_accepts_and_inherits_unselected_pass_to_pass() -> None:
-    v = decide(baseline=BASE, applied=True, imports=True,
-               broken=ev(a="failed", b="passed", flaky="failed"),
-               golden_runs=ok_runs(a="passed", b="passed", flaky="passed"),
-               selected=["t::a", "t::b", "t::flaky"])
+def test_a_selection_takes_pass_to_pass_from_the_whole_suite_on_the_broken_tree() -> None:
+    args: dict[str, Any] = dict(
+        baseline=BASE, applied=True, imports=True,
+        broken=ev(a="failed", b="passed", flaky="failed"),
+        golden_runs=ok_runs(a="passed", b="passed", flaky="passed"),
+        selected=["t::a", "t::b", "t::flaky"])
+    v = decide(**args)  # c was never run on the broken tree: no verdict yet
+    assert (v.accepted, v.reason) == (False, "not_solvable") and "outside the selection" in v.detail
+    v = decide(**args, confirm=ev(a="failed", b="passed", c="passed", d="failed"))
     assert v.accepted, v
     assert v.fail_to_pass == ["t::a"]
-    assert v.pass_to_pass == ["t::b", "t::c"]  # c inherited; d failed at baseline; flaky never
+    assert v.pass_to_pass == ["t::b", "t::c"]  # c seen passing; d failed at baseline; flaky never
+
+
+def test_a_test_outside_the_selection_that_fails_on_the_whole_suite_is_in_no_list() -> None:
+    v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="failed", b="passed"),
+               golden_runs=ok_runs(a="passed", b="passed"), selected=["t::a", "t::b"],
+               confirm=ev(a="failed", b="passed", c="failed"))
+    assert v.accepted and (v.fail_to_pass, v.pass_to_pass) == (["t::a"], ["t::b"])
+    # one the selection ran and the whole suite ran otherwise is flaky under the bug
+    v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="failed", b="passed"),
+               golden_runs=ok_runs(a="passed", b="passed"), selected=["t::a", "t::b"],
+               confirm=ev(a="failed", b="failed", c="passed"))
+    assert v.accepted and v.pass_to_pass == ["t::c"] and v.flaky == ["t::b"]
+    hung = RunEvidence({"t::a": "failed"}, exit_code=1, timed_out=True)
+    v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="failed", b="passed"),
+               golden_runs=ok_runs(a="passed", b="passed"), selected=["t::a", "t::b"],
+               confirm=hung)
+    assert (v.reason, v.detail) == ("timeout", "broken tree, whole suite")
+
+
+def test_a_selection_whose_every_test_fails_waits_for_the_whole_suite() -> None:
+    v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="failed", b="failed"),
+               golden_runs=[], selected=["t::a", "t::b"])
+    assert v.reason == "not_solvable"  # not no_pass_to_pass: c is still to be seen
+    v = decide(baseline=BASE, applied=True, imports=True, broken=ev(a="failed", b="failed"),
+               golden_runs=ok_runs(a="passed", b="passed"), selected=["t::a", "t::b"],
+               confirm=ev(a="failed", b="failed", c="failed"))
+    assert v.reason == "no_pass_to_pass"
 
 
 def test_full_suite_inherits_nothing() -> None:
@@ -76,9 +109,9 @@ def test_a_test_that_passes_in_another_broken_run_is_in_neither_list() -> None:
     again = [ev(a="failed", b="passed"), ev(a="error", b="failed")]
     v = decide(baseline=BASE, applied=True, imports=True, broken=first, repeats=again,
                golden_runs=ok_runs(a="passed", b="passed") * 2, golden_needed=3,
-               selected=["t::a", "t::b"])
+               selected=["t::a", "t::b"], confirm=ev(a="failed", b="failed", c="passed"))
     assert v.accepted, v
-    assert v.fail_to_pass == ["t::a"] and v.pass_to_pass == ["t::c"]  # c inherited
+    assert v.fail_to_pass == ["t::a"] and v.pass_to_pass == ["t::c"]  # c seen passing
     assert v.flaky == ["t::b"] and v.flake_rate == 0.5
 
 

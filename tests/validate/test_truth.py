@@ -1,11 +1,12 @@
 """Truth of the lists on one small project built to mislead a shortcut-taking validator.
 
 ``truthpkg`` has a function whose result is cached in the test process (only the first test
-that asks runs it: the coverage map cannot see that the second one depends on it), a test that
-runs the package in a subprocess (coverage never sees that code), a table computed at import
-(every test may use it), and a test that, on a broken tree, fails only every other run. The
-tasks run with the default audit: whatever the shortcuts got wrong is removed and counted, and
-what is left survives an independent full-suite audit.
+that asks runs it: the coverage map cannot see that the second one depends on it, as with
+jmespath's parse cache), a test that runs the package in a subprocess (coverage never sees that
+code), a table computed at import (every test may use it), and a test that, on a broken tree,
+fails only every other run. The tasks run with the default audit, which finds nothing to remove:
+no PASS_TO_PASS entry is written that did not pass in a run of the broken tree, and what is
+written survives an independent full-suite audit.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from swemill.sandbox import Limits
 from swemill.store import Store
 from swemill.suite.baseline import run_baseline
 from swemill.synth.patches import file_diff
+from swemill.validate.audit import audit_task
 from swemill.validate.check import CheckContext, check_candidate
 from swemill.validate.validator import TasksConfig, run_tasks
 from swemill.validate.worker import Worker, open_base
@@ -147,24 +149,32 @@ def test_baseline_knows_what_coverage_cannot_see(truth_run: dict[str, Any]) -> N
     assert baseline.coverage["truthpkg/core.py::compute"] == [T + "test_get_first"]
 
 
-def test_the_audit_removes_and_counts_what_the_shortcuts_got_wrong(
+def test_a_test_the_map_missed_through_a_cache_is_seen_on_the_whole_suite(
         truth_run: dict[str, Any]) -> None:
-    store, result = truth_run["store"], truth_run["result"]
-    rejected = result.audit_rejected
-    assert rejected, "a mutant of compute() breaks test_get_again through the cache"
-    assert all("test_get_again" in why for why in rejected.values()), rejected
-    tasks = store.read_records("tasks", "t", Task)
-    assert not {t.instance_id for t in tasks} & set(rejected)
-    assert result.audited == len(tasks) + len(rejected)
+    store, result, env = truth_run["store"], truth_run["result"], truth_run["env"]
+    assert result.audit_rejected == {}
+    tasks = {t.instance_id: t for t in store.read_records("tasks", "t", Task)}
+    assert result.audited == len(tasks) == result.tasks
     manifest = json.loads(Path(store.path("manifests/run_id=t.json")).read_text())
-    assert manifest["status"] == "complete"
-    assert manifest["counts"]["tasks"]["audit_rejected"] == len(rejected)
-    assert manifest["counts"]["tasks"]["out"] == len(tasks) == result.tasks
-    assert not [k for k in store.list_keys("snapshots/run_id=t")
-                if any(i in k for i in rejected)]
-    rows = {r.instance_id: r for r in store.read_records("candidates", "t", CandidateRecord)}
-    assert {i: (rows[i].verdict, rows[i].reason) for i in rejected} == {
-        i: ("dropped", "audit_rejected") for i in rejected}
+    assert manifest["counts"]["tasks"].get("audit_rejected", 0) == 0
+    rows = [r for r in store.read_records("candidates", "t", CandidateRecord)
+            if r.symbol == "compute" and r.verdict == "written"]
+    assert rows, "a mutant of compute() breaks test_get_again through the cache"
+    for row in rows:  # the selection ran test_get_first only; the whole suite showed more
+        task = tasks[row.instance_id]
+        assert not row.selected_tests and not task.metadata["selected_tests"]
+        assert row.detail.startswith("judged on the whole suite: ")
+        assert "test_get_again" in row.detail
+        assert {T + "test_get_first", T + "test_get_again"} <= set(task.FAIL_TO_PASS)
+    # the lists a validator that inherits unselected tests wrote: the audit catches them
+    task = tasks[rows[0].instance_id]
+    golden = next(g for g in store.read_records("golden", "t", Golden)
+                  if g.instance_id == task.instance_id)
+    forged = task.model_copy(update={
+        "FAIL_TO_PASS": [t for t in task.FAIL_TO_PASS if t != T + "test_get_again"],
+        "PASS_TO_PASS": sorted([*task.PASS_TO_PASS, T + "test_get_again"])})
+    finding = audit_task(store, forged, golden, env, truth_run["baseline"])
+    assert (finding.false_f2p, finding.false_p2p) == ([], [T + "test_get_again"])
 
 
 def test_what_is_left_is_true_and_carries_its_grading_quality(

@@ -4,7 +4,7 @@ Each audited task's snapshot is unpacked into a fresh sandbox and the *whole* su
 cold (``suite.run_tests``: a new interpreter, swemill's own reporter), first on the broken
 tree, then with the golden patch applied. Every FAIL_TO_PASS test must fail and then pass,
 every PASS_TO_PASS test must pass both times. This is what makes the validator's shortcuts
-(selected tests, inherited PASS_TO_PASS, the warm server) checkable.
+(selected tests, the warm server, the workspace instead of the scrubbed snapshot) checkable.
 
 It is on by default (:func:`audit_size`): every task of a run that wrote fewer than 20, else
 a seeded 10% sample (at least 2). One disagreement means a shortcut was wrong for this

@@ -5,16 +5,19 @@ changed functions (fastest first, never ``-x``: the whole FAIL_TO_PASS set is wa
 plus the tests whose coverage is unknown (they start processes); everything else runs the
 full suite. A candidate whose broken run shows no newly failing test stops there (F2P early
 exit). The survivors' newly failing tests are run ``repeat - 1`` more times on the broken
-tree, then the golden state twice (where it is byte for byte the head tree, which the
-baseline ran three times) or ``max(2, repeat)`` times: a FAIL_TO_PASS test fails in every
-broken run and passes in every golden one. An accepted candidate's near-miss variants (other
-mutants of the same function, made by the strategy) are then run against its lists, to
-record whether the tests catch them.
+tree. A selection's broken tree then runs the whole suite once: PASS_TO_PASS holds only
+tests seen passing on the broken tree, and where that run disagrees with the selection (a
+test outside it fails: the map missed it, through a cache say) the candidate is judged as a
+whole-suite one. Then the golden state runs twice (where it is byte for byte the head tree,
+which the baseline ran three times) or ``max(2, repeat)`` times: a FAIL_TO_PASS test fails in
+every broken run and passes in every golden one. An accepted candidate's near-miss variants
+(other mutants of the same function, made by the strategy) are then run against its lists,
+to record whether the tests catch them.
 
 Only the first broken run formats its failures (the task's failure messages and a refused
-candidate's one-line detail come from it); the repeats, golden and near-miss runs want
-outcomes alone and ask for them ``terse`` (failures not formatted: a third to a half of a
-small suite's validation CPU went to formatting tracebacks nobody read).
+candidate's one-line detail come from it); the repeats, the whole-suite run, golden and
+near-miss runs want outcomes alone and ask for them ``terse`` (failures not formatted: a third
+to a half of a small suite's validation CPU went to formatting tracebacks nobody read).
 """
 
 from __future__ import annotations
@@ -236,7 +239,6 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
     selected = select_tests(cand, baseline) if at_head else None
     if selected is not None and not selected:
         return _refused(cand, "no_fail_to_pass", commit, "no passing test executes the change")
-    golden = cand.golden_patch or reverse_patch(cand.bug_patch)
     try:
         worker.checkout(TreeState(commit, (base_patch, cand.bug_patch)))
     except SynthesisError as exc:
@@ -257,20 +259,51 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
                                       outcomes=res.outcomes, messages=res.messages,
                                       log=res.log_tail, hung=res.hung, selected=selected)
         return Checked(cand, first, commit, base_patch, selected is not None)
+    out = _settle(ctx, worker, cand, baseline, (commit, base_patch), broken, res.messages,
+                  selected)
+    if out.verdict.accepted:
+        out.near_miss = _near_miss(ctx, worker, cand, baseline, commit, base_patch, out.verdict)
+    return out
+
+
+def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseline,
+            base: tuple[str, str], broken: RunEvidence, messages: dict[str, str],
+            selected: list[str] | None, earlier: Sequence[RunEvidence] = ()) -> Checked:
+    """A broken run with newly failing tests: repeat those on the broken tree; for a
+    selection, run the whole suite on the broken tree once (no PASS_TO_PASS test unseen
+    there), and where it disagrees with the selection, judge the candidate on the whole suite
+    instead (``earlier``: the selection's runs, which count as repeats there); then the
+    golden runs."""
+    commit, base_patch = base
     again = _newly_failing(baseline, broken, selected)
-    repeats = [evidence_of(worker.run(again, ctx.timeout(baseline, again),
-                                      ctx.deadlines(baseline, again), terse=True), again)
-               for _ in range(ctx.repeat - 1)]
+    repeats = [*earlier, *(evidence_of(worker.run(again, ctx.timeout(baseline, again),
+                                                ctx.deadlines(baseline, again), terse=True),
+                                     again)
+                           for _ in range(ctx.repeat - 1))]
     needed = max(2, ctx.repeat)
+    confirm: RunEvidence | None = None
 
     def judge(golden_runs: list[RunEvidence]) -> GateVerdict4:
         return decide(baseline=baseline, applied=True, imports=True, broken=broken,
                       golden_runs=golden_runs, selected=selected, repeats=repeats,
-                      golden_needed=needed)
+                      golden_needed=needed, confirm=confirm)
 
     first = judge([])
+    if first.reason == "not_solvable" and selected is not None \
+            and baseline.passing() - set(selected):
+        res = worker.run(None, ctx.timeout(baseline, None), ctx.deadlines(baseline, None),
+                         terse=True)
+        confirm = evidence_of(res, None)
+        missed = _map_missed(baseline, selected, confirm)
+        if missed:  # the coverage map did not stand for the suite here: no shortcut
+            out = _settle(ctx, worker, cand, baseline, base, confirm,
+                          {**res.messages, **messages}, None, [broken, *repeats])
+            out.verdict.detail = out.verdict.detail or f"judged on the whole suite: {missed}"
+            return out
+        first = judge([])
     if first.reason != "not_solvable":  # flaky under the bug
         return Checked(cand, first, commit, base_patch, selected is not None)
+    golden = cand.golden_patch or reverse_patch(cand.bug_patch)
     try:
         worker.checkout(TreeState(commit, (base_patch, cand.bug_patch, golden)))
     except SynthesisError as exc:
@@ -281,11 +314,22 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
     verdict = judge([evidence_of(worker.run(selected, ctx.timeout(baseline, selected),
                                             terse=True), selected)
                      for _ in range(needed)])
-    messages = {t: res.messages.get(t, "") for t in verdict.fail_to_pass}
-    out = Checked(cand, verdict, commit, base_patch, selected is not None, messages)
-    if verdict.accepted:
-        out.near_miss = _near_miss(ctx, worker, cand, baseline, commit, base_patch, verdict)
-    return out
+    messages = {t: messages.get(t, "") for t in verdict.fail_to_pass}
+    return Checked(cand, verdict, commit, base_patch, selected is not None, messages)
+
+
+def _map_missed(baseline: Baseline, selected: Sequence[str], whole: RunEvidence) -> str:
+    """Where the whole suite on the broken tree disagrees with the selection (a baseline-
+    passing test outside it did not pass), in a few words; "" when it agrees (a selected test
+    it ran otherwise is flaky under the bug, for the gates). A function whose result the test
+    process caches is seen by the map in the first test that calls it only (jmespath's parse
+    cache)."""
+    if not whole.usable:
+        return "its run on the broken tree timed out or its log is untrusted"
+    odd = sorted(t for t in baseline.passing() - set(selected)
+                 if whole.outcomes.get(t) not in PASSING)
+    return f"{len(odd)} test(s) outside the selection did not pass, first {odd[0]}" if odd \
+        else ""
 
 
 def _newly_failing(baseline: Baseline, broken: RunEvidence, selected: Sequence[str] | None

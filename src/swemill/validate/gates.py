@@ -11,7 +11,9 @@ over, so every verdict can be recomputed offline from the stored logs.
    of the golden runs (at least two).
 
 Flaky baseline tests never enter either list, nor do tests whose outcome on the broken tree
-changes between its runs (flaky under the bug: a random-eviction cache test, say).
+changes between its runs (flaky under the bug: a random-eviction cache test, say). No test
+enters PASS_TO_PASS that did not pass in a run of the broken tree: a selection's other tests
+enter it only from a whole-suite run of the broken tree (``confirm``).
 """
 
 from __future__ import annotations
@@ -77,10 +79,14 @@ def decide(
     selected: Sequence[str] | None,
     repeats: Sequence[RunEvidence] = (),
     golden_needed: int = 2,
+    confirm: RunEvidence | None = None,
 ) -> GateVerdict4:
     """Apply the four gates. ``selected`` is the tests that were run on the broken tree
     (``None``: the full suite was run). Tests outside the selection never execute the
-    changed code, so they keep their baseline outcome. ``repeats`` are further runs of the
+    changed code, so they keep their baseline outcome on the golden tree; on the broken tree
+    they must be seen: ``confirm``, a whole-suite run of it, puts the ones it passed in
+    PASS_TO_PASS (a test it ran in another outcome than the selection did is flaky under the
+    bug); without it a selection is never accepted. ``repeats`` are further runs of the
     broken tree (of the selection, or of its newly failing tests): a test whose outcome in
     one of them differs from the first run's is flaky under the bug and in neither list.
     ``golden_needed``: golden runs every FAIL_TO_PASS and PASS_TO_PASS test must pass in."""
@@ -88,8 +94,9 @@ def decide(
         return _refuse("patch_failed")
     if not imports or broken is None:
         return _refuse("import_failed", broken.log[-2000:] if broken else "")
-    for i, run in enumerate([broken, *repeats]):
-        where = "broken tree" + (f", run {i + 1}" if i else "")
+    for i, run in enumerate([broken, *repeats, *([confirm] if confirm else [])]):
+        where = "broken tree" + (", whole suite" if run is confirm else
+                                 f", run {i + 1}" if i else "")
         if run.timed_out:
             return _refuse("timeout", where)
         if not run.trusted:
@@ -100,9 +107,14 @@ def decide(
     failing = {t for t in ran & eligible if broken.outcomes.get(t) in FAILING}
     passing = {t for t in ran & eligible if broken.outcomes.get(t) in PASSING}
     flaky, repeated = _flaky(failing, passing, repeats)
+    inherited_p2p: set[str] = set()
+    if selected is not None and confirm is not None:
+        seen = confirm.outcomes
+        flaky |= {t for t in failing if seen.get(t) not in FAILING}
+        flaky |= {t for t in passing if seen.get(t) not in PASSING}
+        inherited_p2p = {t for t in eligible - ran if seen.get(t) in PASSING}
     f2p = sorted(failing - flaky)
     measured_p2p = passing - flaky
-    inherited_p2p = eligible - ran if selected is not None else set()
     p2p = sorted(measured_p2p | inherited_p2p)
     if not f2p:
         if failing:
@@ -110,7 +122,8 @@ def decide(
                                 f"passed in another broken run, first {sorted(failing)[0]}",
                                 flaky=sorted(flaky), repeated=repeated)
         return _refuse("no_fail_to_pass")
-    if not p2p:
+    unseen = eligible - ran if selected is not None and confirm is None else set()
+    if not p2p and not unseen:
         return _refuse("no_pass_to_pass")
 
     must_pass = set(f2p) | measured_p2p
@@ -123,6 +136,9 @@ def decide(
         if missing:
             return _refuse("not_solvable", f"golden run {i + 1}: {len(missing)} tests not passing, "
                            f"first {missing[0]}")
+    if unseen:
+        return _refuse("not_solvable", f"{len(unseen)} tests outside the selection must be run "
+                       "on the broken tree (the whole suite)")
     return GateVerdict4(True, "accepted", fail_to_pass=f2p, pass_to_pass=p2p,
                         flaky=sorted(flaky), repeated=repeated)
 
