@@ -255,8 +255,10 @@ class TaskEnv:
         task = self.task
         assert task is not None and self.repo_env is not None
         ids = tests or [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+        # brief: the observation is built from the report's messages, never from pytest's
+        # output, and short tracebacks of many failures cost more than the tests themselves
         report = run_tests(self.sandbox, self.repo_env, ids, timeout=self.config.test_timeout_s,
-                           execute=niced(self.sandbox, self.config.test_nice))
+                           execute=niced(self.sandbox, self.config.test_nice), brief=True)
         if not report.trustworthy:
             return Observation(f"the test run cannot be trusted: {report.problem}", is_error=True)
         counts = ", ".join(f"{n} {k}" for k, n in sorted(report.counts().items()))

@@ -103,12 +103,14 @@ def _file_args(nodeids: Sequence[str], workspace: Path) -> list[str]:
 
 def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *,
               timeout: float, coverage: bool = False, isolated: bool = False,
-              execute: Execute | None = None) -> TestRunReport:
+              execute: Execute | None = None, brief: bool = False) -> TestRunReport:
     """Run the whole suite (``nodeids`` None) or exactly ``nodeids``, and judge the run.
 
     An empty ``nodeids`` list runs nothing and returns an empty, trustworthy report.
     ``isolated``: a grading run (see the module docstring). ``execute``: what runs the
-    command (default: ``sb.exec`` in the workspace).
+    command (default: ``sb.exec`` in the workspace). ``brief`` (always so when
+    ``isolated``): one output line per failure (``--tb=line``), for runs whose output nobody
+    reads; the report is the same.
     """
     if nodeids is not None and not nodeids:
         return TestRunReport(results={}, exit_code=0, trustworthy=True)
@@ -132,7 +134,7 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
         plugins = env_plugins(env)
         env_vars.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1",
                         SWEMILL_GUARD="1")
-    argv = pytest_argv(env, sb.workdir, paths, plugins, tb="line" if isolated else "short")
+    argv = pytest_argv(env, sb.workdir, paths, plugins, tb="line" if isolated or brief else "short")
     try:
         res = (execute(argv, env_vars, timeout) if execute is not None else
                sb.exec(argv, timeout=timeout, env=env_vars, cwd=sb.workdir))
