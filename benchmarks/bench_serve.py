@@ -225,7 +225,7 @@ def main() -> None:
     pairs = [(t.instance_id, paths[t.instance_id]) for t in tasks]
     ks = [int(k) for k in args.clients.split(",")]
     meter = CpuMeter()
-    print(f"{len(tasks)} tasks of the sample, {args.episodes} episodes per client; "
+    print(f"{len(tasks)} tasks of run {run}, {args.episodes} episodes per client; "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start; CPU from {meter.kind}")
     try:
         if args.gradings:
