@@ -192,7 +192,7 @@ def test_the_head_image_serves_golden_and_body_edited_trees_as_fresh_runs_would(
     assert "not collected at head" in missing["unservable"]
 
 
-def test_the_head_image_runs_the_whole_head_suite_as_a_fresh_run_would(
+def test_the_head_image_runs_the_whole_suite_as_a_fresh_run_would(
         server: tuple[Server, Path]) -> None:
     srv, root = server
     _image_tree(root)
@@ -204,12 +204,19 @@ def test_the_head_image_runs_the_whole_head_suite_as_a_fresh_run_would(
     assert list(whole["outcomes"].items()) == list(fresh["outcomes"].items())
     assert len(whole["outcomes"]) == 5
 
-    # only the head tree's own suite: not with edited files, nor mixed with node ids
+    # an edited function body swapped in: the whole suite as a fresh run of the edited tree
     (root / "lib.py").write_text(LIB.replace("return x * FACTOR", "return x + FACTOR + 1"))
-    for extra in ({"hotpatch": ["lib.py"]}, {}):
-        asked = ["test_lib.py::test_double"] if not extra else []
-        refused = srv.in_image(asked, 30, whole=True, **extra)
-        assert "whole suite" in refused["unservable"] and refused["outcomes"] == {}
+    edited = srv.in_image([], 30, whole=True, hotpatch=["lib.py"])
+    fresh = srv.run([], 30)
+    assert edited["hotpatched"] == 1 and edited["exit_code"] == fresh["exit_code"] == 1
+    assert list(edited["outcomes"].items()) == list(fresh["outcomes"].items())
+    assert "failed" in edited["outcomes"].values()
+    # what cannot be swapped exactly is refused as in any run; no mixing with node ids
+    (root / "lib.py").write_text(LIB.replace("FACTOR = 2", "FACTOR = 3"))
+    refused = srv.in_image([], 30, whole=True, hotpatch=["lib.py"])
+    assert "module- or class-level" in refused["unservable"] and refused["outcomes"] == {}
+    refused = srv.in_image(["test_lib.py::test_double"], 30, whole=True)
+    assert "whole suite" in refused["unservable"] and refused["outcomes"] == {}
 
 
 def test_a_hang_in_the_image_ends_at_its_deadline_and_the_image_serves_on(

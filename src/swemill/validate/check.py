@@ -292,7 +292,7 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
     if first.reason == "not_solvable" and selected is not None \
             and baseline.passing() - set(selected):
         res = worker.run(None, ctx.timeout(baseline, None), ctx.deadlines(baseline, None),
-                         terse=True)
+                         terse=True, edited_whole=True)
         confirm = evidence_of(res, None)
         missed = _map_missed(baseline, selected, confirm)
         if missed:  # the coverage map did not stand for the suite here: no shortcut

@@ -197,15 +197,20 @@ class ImageRunner:
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, terse: bool = False,
-            maxfail: int = 0) -> WarmResult | None:
+            maxfail: int = 0, edited_whole: bool = False) -> WarmResult | None:
+        """As :meth:`TestRunner.run`. A whole suite (``nodeids`` None) is served on the head
+        tree, or with ``edited_whole`` on an edited one: the caller knows the edits are
+        function bodies that ran in no import, collection or wide fixture (``select_tests``
+        would select for them), so the image's imported state is what a fresh interpreter
+        would have and swapping the code in is exact."""
         warm = self.server.warm
         if nodeids is not None and not nodeids:
             return None
         if not self.up or warm is None or not warm.alive or self.server.stale():
             return None
         changed = self.server.ws.changed_py()
-        if nodeids is None and (changed != [] or self.collect_errors):
-            return None  # a whole suite: on the head tree only, all of it collected
+        if nodeids is None and ((changed != [] and not edited_whole) or self.collect_errors):
+            return None  # a whole suite: all of it collected, at head or edits it may swap
         if changed is None:
             self.fallbacks["tree differs from head beyond .py edits"] += 1
             return None

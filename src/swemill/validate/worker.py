@@ -104,17 +104,19 @@ class Worker:
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, terse: bool = False,
-            maxfail: int = 0) -> WarmResult:
+            maxfail: int = 0, edited_whole: bool = False) -> WarmResult:
         """Run ``nodeids`` (None: the whole suite) on the workspace as it is; ``timeout``
         bounds the run, ``deadlines`` single tests (see :mod:`.inside.forkrun`). ``terse``:
         only the outcomes are wanted (no failure messages: see
         :func:`.inside.forkrun.outcomes_only`); ``maxfail``: stop after that many failures
-        (a cold run of a sandbox that cannot spawn runs on)."""
+        (a cold run of a sandbox that cannot spawn runs on); ``edited_whole``: the head image
+        may serve a whole suite on this edited tree (:meth:`ImageRunner.run`)."""
         if self.server is None:
             assert self.cold is not None
             return self.cold.run(nodeids, timeout, deadlines)
         if self.image is not None and not (self.shadow and self.shadow.image_off):
-            served = self.image.run(nodeids, timeout, deadlines, terse=terse, maxfail=maxfail)
+            served = self.image.run(nodeids, timeout, deadlines, terse=terse, maxfail=maxfail,
+                                    edited_whole=edited_whole)
             if served is not None:
                 if self.shadow is not None and self.shadow.due(served):
                     # the ordinary way: a fresh pytest session in a fork of the warm server,

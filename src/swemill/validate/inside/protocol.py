@@ -107,8 +107,9 @@ class RunInImage:
     """Run ``nodeids`` in a fork of the head image; the workspace equals the head tree
     except for the ``hotpatch`` files (workspace-relative ``.py``), whose edited functions
     the fork swaps in. ``whole``: run every item the image collected, in its order (the
-    whole suite), instead of ``nodeids``; only on the head tree itself (no ``hotpatch``).
-    ``terse``, ``maxfail``: as :class:`Run`'s."""
+    whole suite), instead of ``nodeids``, with the ``hotpatch`` swaps like any run (the host
+    asks it on an edited tree only where a selection would stand for the edit: function
+    bodies none of which ran outside one test). ``terse``, ``maxfail``: as :class:`Run`'s."""
 
     id: int
     nodeids: list[str]
