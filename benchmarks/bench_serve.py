@@ -13,14 +13,16 @@ average at the start and end of each K, and the server's peak RSS (VmHWM; test p
 its children and not counted).
 ``--cold-grading`` runs the server with cold grading too, as another row; ``--per-command``
 runs it with ``--sandbox-per-command`` (a new sandbox for every command instead of one
-long-lived sandbox per session whose runner forks them), as another row. Then the same
+long-lived sandbox per session whose runner forks them), as another row; ``--no-spares`` runs
+it with ``--spare-sessions 0`` (no spare sessions: a reset's runner starts at the reset), as
+another row. Then the same
 episodes, K at a time, through a fresh per-episode sandbox (no fork, no server:
 ``TaskEnv.reset`` unpacks the snapshot and opens a new sandbox each time; in-process, so it
 pays no HTTP; graded cold; the repository's built environment looked up once per K, as the
 server does), as the naive comparison.
 
     .venv/bin/python benchmarks/bench_serve.py [--clients 1,8,32] [--episodes 2] [--tasks 3]
-        [--per-command] [--cold-grading] [--no-naive]
+        [--per-command] [--cold-grading] [--no-spares] [--no-naive]
 """
 
 from __future__ import annotations
@@ -204,6 +206,8 @@ def main() -> None:
                         help="Also run the server with --cold-grading (another row).")
     parser.add_argument("--per-command", action="store_true",
                         help="Also run the server with --sandbox-per-command (another row).")
+    parser.add_argument("--no-spares", action="store_true",
+                        help="Also run the server with --spare-sessions 0 (another row).")
     parser.add_argument("--gradings", type=int, default=0, metavar="N",
                         help="Also grade each task's workspace N times warm and N times cold, "
                         "in turn, in-process: CPU seconds per grading (left as the episode "
@@ -247,7 +251,7 @@ def _gradings(n: int, store: Any, tasks: list[Any], goldens: dict[str, Any],
     from swemill.envs.env_pool import EnvPool
 
     pool = EnvPool(store, tasks, EnvConfig(lint=False, test_nice=5, cache=cache,
-                                           session_runner=False))  # grading only
+                                           session_runner=False), spares=0)  # grading only
     cpu: dict[str, list[float]] = {}
     load = os.getloadavg()[0]
     try:
@@ -287,7 +291,8 @@ def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: A
         served: dict[str, tuple[float, float]] = {}
         rows = [("serve", []), *([("percmd", ["--sandbox-per-command"])]
                                  if args.per_command else []),
-                *([("cold", ["--cold-grading"])] if args.cold_grading else [])]
+                *([("cold", ["--cold-grading"])] if args.cold_grading else []),
+                *([("nospare", ["--spare-sessions", "0"])] if args.no_spares else [])]
         for label, extra in rows:
             served[label] = _serve(root, run, pairs, k, args.episodes, cache, label, extra,
                                    meter)

@@ -3,6 +3,7 @@ given once, on submit or at the step limit."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from swemill import envs
 from swemill.core.errors import SessionError
 from swemill.policies.policy import policy_from_spec
+from swemill.sandbox.cgroups import leftover_groups
 
 from .conftest import SampleTasks, play
 
@@ -85,9 +87,20 @@ _SLEEPERS = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>
              "| grep -c '^sleep 297.5'")
 
 
+def _spare_ready(pool: envs.EnvPool, task_id: str) -> bool:
+    deadline = time.monotonic() + 60
+    while pool.spare_count(task_id) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pool.spare_count(task_id) == 1
+
+
 def _episode(store: object, task_id: str, pool: envs.EnvPool, runner: bool) -> str:
     """Who forks a session's commands, whether background processes outlive them, and what
-    the policy's ``run_tests`` says; returns its first line."""
+    the policy's ``run_tests`` says; returns its first line. With runners, the session is
+    the task's spare one, whose runner has started: its first command is forked there too."""
+    if runner:
+        envs.open(task_id, store, pool=pool).close()  # type: ignore[arg-type]
+        assert _spare_ready(pool, task_id)
     with envs.open(task_id, store, pool=pool) as sess:  # type: ignore[arg-type]
         sess.reset()
 
@@ -95,7 +108,7 @@ def _episode(store: object, task_id: str, pool: envs.EnvPool, runner: bool) -> s
             obs = sess.step({"name": "bash", "arguments": {"command": command}})
             return obs.observation.content.split()
 
-        seen = [bash(_WHO_RAN_ME)[:2] for _ in range(3)]  # the first waits for the runner
+        seen = [bash(_WHO_RAN_ME)[:2] for _ in range(3)]
         if runner:
             assert seen[0][0] == "1" and seen.count(seen[0]) == 3, seen
         else:
@@ -123,6 +136,43 @@ def test_a_sessions_commands_run_in_one_sandbox_and_leave_nothing_running(
     finally:
         apart.close()
     assert "tests:" in warm
+
+
+def test_spare_sessions_are_ready_handed_out_once_and_closed_with_the_pool(
+        sample_tasks: SampleTasks) -> None:
+    """After a task's first reset the pool keeps one spare fork of it, its runner started;
+    each reset takes a spare (never the same one twice) and another is made; closing the pool
+    closes the spares and leaves no cgroup behind."""
+    task_id = sample_tasks.tasks[1].instance_id
+    before = set(leftover_groups())  # other pools' (the module's) groups, left as they are
+    pool = envs.EnvPool.of_run(sample_tasks.store, sample_tasks.run_id,
+                               sample_tasks.env_config(lint=False), spares=1)
+    try:
+        assert pool.spare_count() == 0  # none before a task is used
+        first = envs.open(task_id, sample_tasks.store, pool=pool)
+        first.reset()
+        assert _spare_ready(pool, task_id) and pool.spare_count() == 1
+        second = envs.open(task_id, sample_tasks.store, pool=pool)
+        second.reset()
+        assert second.step({"name": "bash", "arguments": {"command": _WHO_RAN_ME}}
+                           ).observation.content.split()[0] == "1"  # the spare's runner
+        assert _spare_ready(pool, task_id)
+        second.step({"name": "write", "arguments": {"path": "mine.txt", "content": "2"}})
+        third = envs.open(task_id, sample_tasks.store, pool=pool)
+        third.reset()
+        seen = third.step({"name": "bash", "arguments": {"command": "ls mine.txt"}})
+        assert seen.observation.is_error and "No such file" in seen.observation.content
+        for sess in (first, second, third):
+            sess.close()
+    finally:
+        pool.close()
+    assert pool.spare_count() == 0
+    deadline = time.monotonic() + 10  # a grading server still starting closes when it has
+    while not set(leftover_groups()) <= before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert set(leftover_groups()) <= before
+    with pytest.raises(SessionError, match="negative"):
+        envs.EnvPool.of_run(sample_tasks.store, sample_tasks.run_id, spares=-1)
 
 
 def test_open_by_task_record_and_unknown_task(sample_tasks: SampleTasks) -> None:

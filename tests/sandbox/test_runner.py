@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from swemill.sandbox import Limits, open_sandbox
+from swemill.sandbox import Bind, Limits, open_sandbox
 from swemill.sandbox.cgroups import leftover_groups
 from swemill.sandbox.contract import ExecResult, Sandbox
 
@@ -132,6 +132,30 @@ def test_nothing_a_command_leaves_in_memory_outlives_it(tmp_path: Path) -> None:
         assert left.stdout == "/dev/shm:\n\n/tmp:\n0\n", left
         assert left.extra.get("session_runner") == 1.0
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # the link's target was left alone
+
+
+def test_binds_under_tmp_are_kept_and_never_emptied(tmp_path: Path) -> None:
+    """A bind inside the sandbox's /tmp (an environment kept under the host's /tmp, as in the
+    tests and benchmarks) stays whole: only what the command left around it is removed."""
+    ws, env = tmp_path / "ws", tmp_path / "env"
+    ws.mkdir()
+    (env / "lib").mkdir(parents=True)
+    (env / "lib" / "keep.txt").write_text("kept\n")
+    for path in (env, env / "lib"):
+        path.chmod(0o777)  # the sandbox user could delete it all, were it walked
+    (env / "lib" / "keep.txt").chmod(0o666)
+    inside = f"/tmp/cache/envs/{env.name}"
+    binds = [Bind(env, inside, writable=True)]
+    with warm(open_sandbox(ws, backend="bwrap", binds=binds)) as sb:
+        made = sb.exec(f"echo x > /tmp/f && mkdir /tmp/d && echo z > {inside}/new && ls -A /tmp",
+                       timeout=10)
+        assert made.ok and made.stdout == "cache\nd\nf\n", made
+        left = sb.exec(f"ls -A /tmp /tmp/cache /tmp/cache/envs; cat {inside}/lib/keep.txt")
+        assert left.extra.get("session_runner") == 1.0
+        assert left.stdout == (f"/tmp:\ncache\n\n/tmp/cache:\nenvs\n\n/tmp/cache/envs:\n"
+                               f"{env.name}\nkept\n"), left
+    assert (env / "lib" / "keep.txt").read_text() == "kept\n"
+    assert (env / "new").read_text() == "z\n"  # the bind is the host's own directory
 
 
 def test_a_fork_never_sees_what_the_parent_does_after_it(tmp_path: Path) -> None:

@@ -43,6 +43,10 @@ def register(app: typer.Typer) -> None:
         step_sandbox: Annotated[bool, typer.Option(
             "--sandbox-per-command", help="Run every command in a new sandbox, not in one "
             "long-lived sandbox per session.")] = False,
+        spare_sessions: Annotated[int, typer.Option(
+            "--spare-sessions", min=0, help="Spare sessions kept ready per task that has been "
+            "reset (forked, their command runner started), so that a reset's first command "
+            "does not wait for one; 0: none.")] = 1,
     ) -> None:
         """Serve a run's tasks as RL environments: POST /sessions, /sessions/{id}/step, ..."""
         from swemill.agent.env import EnvConfig
@@ -66,7 +70,8 @@ def register(app: typer.Typer) -> None:
                                                           test_timeout_s=test_timeout,
                                                           warm_grading=not cold_grading,
                                                           test_nice=test_nice,
-                                                          session_runner=not step_sandbox))
+                                                          session_runner=not step_sandbox),
+                                  spares=spare_sessions)
         except SwemillError as exc:
             fail(str(exc))
         app = create_app(pool, config)

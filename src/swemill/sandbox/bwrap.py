@@ -231,7 +231,7 @@ class BwrapSandbox(TreeSandbox):
 
     def _exec(self, cmd: Sequence[str] | str, *, timeout: float, env: dict[str, str],
               cwd: str | None, stdin: bytes | None) -> ExecResult:
-        runner, self.runner_note = (self._slot.acquire(wait=True) if self._slot is not None
+        runner, self.runner_note = (self._slot.acquire(wait=False) if self._slot is not None
                                     else (None, "no session runner asked for"))
         if runner is None:
             return super()._exec(cmd, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
