@@ -11,7 +11,9 @@ the episodes ran; its start-up, the tasks' workspaces and first grading servers,
 apart; for the naive path this process and everything it started), the machine's load
 average at the start and end of each K, and the server's peak RSS (VmHWM; test processes are
 its children and not counted).
-``--cold-grading`` runs the server with cold grading too, as another row; ``--per-command``
+``--cold-grading`` runs the server with cold grading too, as another row (its ``run_tests`` is
+cold too); ``--cold-tests`` with warm grading but the policy's ``run_tests`` cold, in the
+session's sandbox, as another row; ``--per-command``
 runs it with ``--sandbox-per-command`` (a new sandbox for every command instead of one
 long-lived sandbox per session whose runner forks them), as another row; ``--no-spares`` runs
 it with ``--spare-sessions 0`` (no spare sessions: a reset's runner starts at the reset), as
@@ -22,7 +24,7 @@ pays no HTTP; graded cold; the repository's built environment looked up once per
 server does), as the naive comparison.
 
     .venv/bin/python benchmarks/bench_serve.py [--clients 1,8,32] [--episodes 2] [--tasks 3]
-        [--per-command] [--cold-grading] [--no-spares] [--no-naive]
+        [--per-command] [--cold-grading] [--cold-tests] [--no-spares] [--no-naive]
 """
 
 from __future__ import annotations
@@ -204,6 +206,9 @@ def main() -> None:
     parser.add_argument("--no-naive", action="store_true")
     parser.add_argument("--cold-grading", action="store_true",
                         help="Also run the server with --cold-grading (another row).")
+    parser.add_argument("--cold-tests", action="store_true",
+                        help="Also run the server with --cold-tests (the policy's run_tests "
+                        "cold in its session's sandbox; warm grading), as another row.")
     parser.add_argument("--per-command", action="store_true",
                         help="Also run the server with --sandbox-per-command (another row).")
     parser.add_argument("--no-spares", action="store_true",
@@ -291,6 +296,7 @@ def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: A
         served: dict[str, tuple[float, float]] = {}
         rows = [("serve", []), *([("percmd", ["--sandbox-per-command"])]
                                  if args.per_command else []),
+                *([("coldrt", ["--cold-tests"])] if args.cold_tests else []),
                 *([("cold", ["--cold-grading"])] if args.cold_grading else []),
                 *([("nospare", ["--spare-sessions", "0"])] if args.no_spares else [])]
         for label, extra in rows:

@@ -123,10 +123,10 @@ def _episode(store: object, task_id: str, pool: envs.EnvPool, runner: bool) -> s
 
 def test_a_sessions_commands_run_in_one_sandbox_and_leave_nothing_running(
         sample_tasks: SampleTasks, pool: envs.EnvPool) -> None:
-    """With ``session_runner`` (the default) every command of a session, the policy's
-    ``run_tests`` too, is forked by one runner in one long-lived sandbox; without, each has
-    a sandbox of its own. Either way a background process ends with the command that started
-    it, and ``run_tests`` reports the same."""
+    """With ``session_runner`` (the default) every command of a session is forked by one
+    runner in one long-lived sandbox; without, each has a sandbox of its own. Either way a
+    background process ends with the command that started it, and ``run_tests`` (served warm
+    in both pools) reports the same."""
     task_id = sample_tasks.tasks[0].instance_id
     warm = _episode(sample_tasks.store, task_id, pool, runner=True)
     apart = envs.EnvPool.of_run(sample_tasks.store, sample_tasks.run_id,

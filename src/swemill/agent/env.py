@@ -72,6 +72,11 @@ class EnvConfig:
     warm_grading: bool = True
     """Where environments share a prepared workspace (the environment server), grade through
     warm grading servers (:mod:`swemill.agent.warmgrade`); off: a fresh sandbox each time."""
+    warm_tests: bool = True
+    """With warm grading, the policy's ``run_tests`` runs in a fork of a grading server too,
+    over an exact copy of the workspace (:meth:`WarmGrader.run_tests
+    <swemill.agent.warmgrade.WarmGrader.run_tests>`; cold where that cannot promise the cold
+    run's result); off: always in the workspace's own sandbox."""
     session_runner: bool = True
     """The environment server's sessions run their commands (``bash``, ``search``, the
     policy's ``run_tests``) in one long-lived sandbox each, forked there by a runner
@@ -257,8 +262,13 @@ class TaskEnv:
         ids = tests or [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
         # brief: the observation is built from the report's messages, never from pytest's
         # output, and short tracebacks of many failures cost more than the tests themselves
-        report = run_tests(self.sandbox, self.repo_env, ids, timeout=self.config.test_timeout_s,
-                           execute=niced(self.sandbox, self.config.test_nice), brief=True)
+        report = None
+        if self.grader is not None and self.config.warm_tests:
+            report = self.grader.run_tests(self.sandbox.workspace, ids)
+        if report is None:
+            report = run_tests(self.sandbox, self.repo_env, ids,
+                               timeout=self.config.test_timeout_s,
+                               execute=niced(self.sandbox, self.config.test_nice), brief=True)
         if not report.trustworthy:
             return Observation(f"the test run cannot be trusted: {report.problem}", is_error=True)
         counts = ", ".join(f"{n} {k}" for k, n in sorted(report.counts().items()))

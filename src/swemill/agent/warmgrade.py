@@ -23,11 +23,12 @@ import contextlib
 import os
 import shutil
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from swemill.agent.carry import Carried, build_grading_tree, runner_modules
+from swemill.agent.mirror import NotMirrored, mirror_tree
 from swemill.core.errors import SandboxError, SwemillError
 from swemill.core.records import Task
 from swemill.repo.envbuild import RepoEnv
@@ -43,12 +44,23 @@ __all__ = ["GradingServer", "WarmGrader"]
 
 _READY_S = 120.0
 _SCRATCH = ["/tmp", "/dev/shm"]
+_SERVER_PACKAGE = frozenset({"swemill_inside"})
+"""The name the server's own package is imported under (``validate/inside/__main__.py``)."""
+
+
+def _unlock(func, path, _exc):  # noqa: ANN001, ANN202 - shutil's onerror signature
+    """A folder a run made unwritable (``chmod 0``) is still emptied."""
+    os.chmod(os.path.dirname(path), 0o700)
+    with contextlib.suppress(FileNotFoundError):
+        os.chmod(path, 0o700)
+    func(path)
 
 
 def _empty(folder: Path) -> None:
+    os.chmod(folder, 0o755)
     for entry in os.scandir(folder):
         if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path)
+            shutil.rmtree(entry.path, onerror=_unlock)
         else:
             os.unlink(entry.path)
 
@@ -101,6 +113,12 @@ class GradingServer:
         """Make the slot the grading tree of ``workspace`` (see the module docstring)."""
         _empty(self.slot)
         return build_grading_tree(self.pristine, workspace, self.slot, shadowed=shadowed)
+
+    def mirror(self, workspace: Path, shadowed: frozenset[str]) -> None:
+        """Make the slot an exact copy of ``workspace`` (:func:`~swemill.agent.mirror.
+        mirror_tree`; :class:`~swemill.agent.mirror.NotMirrored` where it cannot)."""
+        _empty(self.slot)
+        mirror_tree(workspace, self.slot, pristine=self.pristine, shadowed=shadowed)
 
     def execute(self, argv: Sequence[str], env: Mapping[str, str], timeout: float) -> ExecResult:
         """Run a ``python -m pytest ARGS`` command line in a fork of the server."""
@@ -169,7 +187,13 @@ class WarmGrader:
         self.unusable: str | None = None
         """Why this task is graded cold (a server could not start as needed), or None."""
         self.warm_runs = 0
+        """Gradings served warm."""
+        self.warm_tests = 0
+        """The policy's test runs served warm (:meth:`run_tests`)."""
         self.cold_fallbacks = 0
+        """Gradings that went back to the cold grader."""
+        self.cold_tests = 0
+        """The policy's test runs that went back to the cold path."""
         self._shadowed = runner_modules(repo_env.venv.glob("lib/python*/site-packages"))
         # bwrap dies with the *thread* that started it (--die-with-parent is a parent-death
         # signal), and a server may be asked for from short-lived threads: one thread that
@@ -213,25 +237,53 @@ class WarmGrader:
 
     def grade(self, workspace: Path) -> tuple[TestRunReport, Carried] | None:
         """The grading run of ``workspace`` through a warm server; None: grade it cold."""
+        carried = Carried()
+
+        def fill(server: GradingServer) -> None:
+            nonlocal carried
+            carried = server.fill(workspace, self._shadowed)
+
+        report = self._serve(fill, [*self.task.FAIL_TO_PASS, *self.task.PASS_TO_PASS],
+                             isolated=True, fallbacks="cold_fallbacks")
+        if report is None:
+            return None
+        with self._cond:
+            self.warm_runs += 1
+        return report, carried
+
+    def run_tests(self, workspace: Path, nodeids: Sequence[str]) -> TestRunReport | None:
+        """The policy's own test run of ``nodeids`` (:meth:`TaskEnv.run_tests
+        <swemill.agent.env.TaskEnv>`, ``brief``, not isolated) over an exact copy of
+        ``workspace`` (:mod:`swemill.agent.mirror`) through a warm server; None: run it cold
+        in the session's sandbox."""
+        shadowed = self._shadowed | _SERVER_PACKAGE
+        report = self._serve(lambda server: server.mirror(workspace, shadowed), nodeids,
+                             isolated=False, fallbacks="cold_tests")
+        if report is not None:
+            with self._cond:
+                self.warm_tests += 1
+        return report
+
+    def _serve(self, fill: Callable[[GradingServer], object], nodeids: Sequence[str], *,
+               isolated: bool, fallbacks: str) -> TestRunReport | None:
+        """Fill a free server's slot and run ``nodeids`` in a fork of it; None (counted in
+        the attribute ``fallbacks``): the caller runs them cold."""
         server = self._take()
         if server is None:
             return None
         try:
-            carried = server.fill(workspace, self._shadowed)
-            report = run_tests(server.sb, self.repo_env,
-                               [*self.task.FAIL_TO_PASS, *self.task.PASS_TO_PASS],
-                               timeout=self.test_timeout_s, isolated=True,
-                               execute=server.execute)
-        except (SwemillError, OSError):
-            server.healthy = False
+            fill(server)
+            return run_tests(server.sb, self.repo_env, list(nodeids),
+                             timeout=self.test_timeout_s, isolated=isolated, brief=True,
+                             execute=server.execute)
+        except (SwemillError, OSError) as exc:
+            # a refused copy leaves the server as it was (the next request rebuilds the slot)
+            server.healthy = server.healthy and isinstance(exc, NotMirrored)
             with self._cond:
-                self.cold_fallbacks += 1
+                setattr(self, fallbacks, getattr(self, fallbacks) + 1)
             return None
         finally:
             self._give(server)
-        with self._cond:
-            self.warm_runs += 1
-        return report, carried
 
     def close(self) -> None:
         with self._cond:

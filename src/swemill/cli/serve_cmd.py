@@ -40,6 +40,9 @@ def register(app: typer.Typer) -> None:
         cold_grading: Annotated[bool, typer.Option(
             "--cold-grading", help="Grade in a fresh sandbox each time, not through warm "
             "grading servers.")] = False,
+        cold_tests: Annotated[bool, typer.Option(
+            "--cold-tests", help="Run the policy's run_tests in the session's own sandbox, "
+            "not in a fork of a warm grading server.")] = False,
         step_sandbox: Annotated[bool, typer.Option(
             "--sandbox-per-command", help="Run every command in a new sandbox, not in one "
             "long-lived sandbox per session.")] = False,
@@ -69,6 +72,7 @@ def register(app: typer.Typer) -> None:
             pool = EnvPool.of_run(store, tasks, EnvConfig(backend=backend, lint=False,
                                                           test_timeout_s=test_timeout,
                                                           warm_grading=not cold_grading,
+                                                          warm_tests=not cold_tests,
                                                           test_nice=test_nice,
                                                           session_runner=not step_sandbox),
                                   spares=spare_sessions)

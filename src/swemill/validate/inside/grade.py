@@ -31,6 +31,7 @@ import shutil
 import signal
 import sys
 import time
+from typing import Any
 
 from .codecache import CodeCache
 from .forkrun import as_pytest_argv
@@ -162,14 +163,20 @@ def _descendants(me: int) -> list[int]:
     return out
 
 
+_REAPED: dict[int, tuple[int, Any]] = {}
+"""pid -> (status, rusage) of the children :func:`_reap` collected: the run itself may be
+among them when it is killed (its deadline, the disk cap), and its status is still needed."""
+
+
 def _reap() -> None:
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        _REAPED[pid] = (status, usage)
 
 
 def end_descendants(rounds: int = 500) -> bool:
@@ -254,6 +261,7 @@ def _kill_run(pid: int) -> None:
 def serve_grade(request: Grade, workdir: str) -> Graded:
     """Fork the run, capture its output, bound it in time and disk, then clear what it left."""
     start = time.monotonic()
+    _REAPED.clear()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     pid = os.fork()
@@ -272,7 +280,8 @@ def serve_grade(request: Grade, workdir: str) -> Graded:
     cpu, timed_out, over_disk, clean, drain_until = 0.0, False, False, True, None
     while True:
         if code is None:
-            done, status, usage = os.wait4(pid, os.WNOHANG)
+            done, status, usage = (pid, *_REAPED.pop(pid)) if pid in _REAPED else \
+                os.wait4(pid, os.WNOHANG)
             if done:
                 code, cpu = _exit_code(status), usage.ru_utime + usage.ru_stime
                 clean = end_descendants()  # what it left behind may hold the pipes open
