@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NoReturn
 
+from swemill.repo.sdists import MAX_SDISTS, SdistBuilds, no_wheel
+from swemill.repo.sources import ResolvedSource
 from swemill.repo.testdeps import (
     Skipped,
     describe_skipped,
@@ -91,3 +93,32 @@ def test_skipped_dependencies_are_named_in_a_few_words() -> None:
         "requests-wsgi-adapter (no wheel), pkg==9 (could not be installed)")
     assert describe_skipped(skipped * 2, most=3).endswith(" and 1 more")
     assert describe_skipped([]) == ""
+
+
+def test_a_release_without_wheels_is_named_from_uvs_cause() -> None:
+    assert no_wheel(["  cause: Because requests-wsgi-adapter==0.4.1 has no usable wheels and"
+                     " only requests-wsgi-adapter<=0.4.1 is available, ..."]) == (
+        "requests-wsgi-adapter", "0.4.1")
+    assert no_wheel(["  cause: Because all versions of sdgood have no usable wheels and you "
+                     "require sdgood, ..."]) == ("sdgood", None)
+    assert no_wheel(["  cause: Because pkg==9 was not found in the package registry"]) is None
+
+
+def test_an_environment_builds_a_bounded_number_of_sdists(tmp_path: Path) -> None:
+    src = ResolvedSource(spec="x", path=tmp_path, repo="x", commit="0" * 40, kind="local")
+    builds = SdistBuilds("uv", tmp_path / "python", tmp_path, tmp_path / "sdists",
+                         tmp_path / "log", src)
+    builds.built = [f"p{i}==1.0" for i in range(MAX_SDISTS)]
+    # past the cap nothing is fetched or run: the answer is the reason, at once
+    assert builds.build("one-more", "1.0") == (
+        f"one-more==1.0 has no wheel, and this environment built {MAX_SDISTS} sdists already")
+    assert not (tmp_path / "sdists").exists() and not (tmp_path / "log").exists()
+    assert builds.find_links()[:2] == ["--find-links", str(tmp_path / "sdists" / "wheels")]
+    # a release built already that uv still refuses is not built again
+    assert "did not take the wheel" in (builds.build("p0", "1.0") or "")
+
+
+def test_a_failed_sdist_build_is_named_as_such() -> None:
+    why = "sdbroken==1.0 has no wheel and its sdist did not build: RuntimeError: no"
+    assert describe_skipped([Skipped("sdbroken==1.0", why)]) == (
+        "sdbroken==1.0 (no wheel, and its sdist did not build)")

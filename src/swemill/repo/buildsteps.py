@@ -28,6 +28,7 @@ from swemill.repo.install import (
 )
 from swemill.repo.recipe import ALWAYS, Recipe
 from swemill.repo.scm import derive_version, scm_versioned, version_env
+from swemill.repo.sdists import SdistBuilds, no_wheel
 from swemill.repo.sources import ResolvedSource
 from swemill.repo.testdeps import (
     Skipped,
@@ -104,9 +105,11 @@ def wheels_cmd(uv: str, venv: Path, reqs: list[str]) -> list[str]:
 
 
 def install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: Path,
-                 log: Path, src: ResolvedSource, older: list[str]) -> list[Skipped]:
+                 log: Path, src: ResolvedSource, older: list[str],
+                 sdists: SdistBuilds) -> list[Skipped]:
     """The project's dependencies, pytest and coverage (all required), then the recipe's test
-    dependencies (each skipped, with its cause, when it cannot be installed)."""
+    dependencies (each skipped, with its cause, when it cannot be installed). A release uv
+    finds no wheel of is built from its sdist in the sandbox (:mod:`swemill.repo.sdists`)."""
     files = wheel_only_requirements(src.path, recipe.requirement_files, tmp)
     options = tmp / "requirements-options.txt"
     # The project is asked for at the version just installed from the working copy: named
@@ -126,9 +129,16 @@ def install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: 
     codes: list[int] = []
 
     def run(reqs: list[str]) -> tuple[int, str]:
-        codes.append(run_logged([*wheels_cmd(uv, venv, reqs), "-r", str(options)], log, src,
-                                cwd=tmp, check=False))
-        return codes[-1], "" if codes[-1] == 0 else reason_line(last_step(log))
+        while True:  # each turn builds one more sdist, or returns
+            codes.append(run_logged([*wheels_cmd(uv, venv, reqs), *sdists.find_links(), "-r",
+                                     str(options)], log, src, cwd=tmp, check=False))
+            if codes[-1] == 0:
+                return 0, ""
+            step = last_step(log)
+            wanted = no_wheel(step)
+            why = sdists.build(*wanted) if wanted else reason_line(step)
+            if why is not None:
+                return codes[-1], why
 
     def required_failed(_why: str) -> NoReturn:
         fail(f"install of {src.repo}@{src.commit[:12]} failed (exit {codes[-1]})", log)

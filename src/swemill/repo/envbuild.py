@@ -36,6 +36,7 @@ from swemill.repo.past_deps import older_requirements
 from swemill.repo.pyselect import pick_python
 from swemill.repo.recipe import Recipe, has_tests, resolve_recipe
 from swemill.repo.relocate import relocate_editable
+from swemill.repo.sdists import SdistBuilds
 from swemill.repo.sources import ResolvedSource
 from swemill.repo.testdeps import Skipped
 from swemill.repo.uvbin import find_uv
@@ -178,12 +179,16 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     older = older_requirements(src.path, dist_name(src.path)) if recipe.older_commits else []
     if older:
         recipe = noted(recipe, f"older commits declare what the head does not: {older}")
-    skipped = install_deps(uv, venv, project, recipe, tmp, log, src, older)
+    sdists = SdistBuilds(uv, venv / "bin" / "python", base_prefix, tmp / "sdists", log, src)
+    skipped = install_deps(uv, venv, project, recipe, tmp, log, src, older, sdists)
+    if sdists.built:
+        recipe = noted(recipe, f"built from sdists in the sandbox: {', '.join(sdists.built)}")
     roots = relocate_editable(venv, work, WORKSPACE) if project else []
     if not roots:
         roots = _fallback_pth(venv, work)
     _compile(uv, venv, final / "venv", work, base_prefix, log, src)
     shutil.rmtree(work)
+    shutil.rmtree(tmp / "sdists", ignore_errors=True)
     write_text_atomic(tmp / "recipe.json", recipe.model_dump_json(indent=2) + "\n")
     meta = {"key": final.name, "repo": src.repo, "commit": src.commit, "spec": src.spec,
             "requested_recipe": _recipe_hash(requested),

@@ -14,8 +14,10 @@ sandbox; outside, uv only downloads and unpacks wheels, which runs no package co
 3. outside: the project's dependencies (uv reads them from the metadata step 2 installed),
    the recipe's packages and requirement files, again from wheels only.
 
-A dependency published only as a source distribution would have to be built, so it is refused
-(uv says which); a requirement file's editable or local-path lines are dropped (the project
+A dependency release published only as a source distribution is built into a wheel inside
+the sandbox too (:mod:`swemill.repo.sdists`: fetched and its build requirements installed
+outside, built inside with :func:`run_inside`, its wheel installed outside); a requirement
+file's editable or local-path lines are dropped (the project
 itself is step 2). Bytecode is compiled inside too (compiling reads whatever a symlink the
 build left points at). After each inside step everything the sandbox user wrote is taken back,
 so the venv it later sees read-only is not its own.

@@ -17,13 +17,15 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import urljoin
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from swemill.core.errors import SourceError
 
-__all__ = ["normalize_name", "find_sdist", "fetch_sdist"]
+__all__ = ["normalize_name", "fetch", "find_sdist", "fetch_sdist", "sdist_versions",
+           "unpack_sdist"]
 
 _ACCEPT = "application/vnd.pypi.simple.v1+json"
 _TIMEOUT = 60
@@ -66,17 +68,7 @@ def _sdist_version(filename: str, name: str) -> str | None:
 
 def find_sdist(name: str, version: str) -> tuple[str, str, str]:
     """Return ``(filename, url, sha256)`` of ``name``'s sdist for ``version``."""
-    index = urljoin(_index_url(), f"{name}/")
-    try:
-        page = json.loads(_get(index, _ACCEPT))
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            raise SourceError(f"PyPI has no project named {name!r}") from None
-        raise SourceError(f"PyPI index answered {exc.code} for {name!r}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise SourceError(f"cannot reach the PyPI index at {index}: {exc}") from None
-    except json.JSONDecodeError:
-        raise SourceError(f"the PyPI index at {index} did not answer in JSON") from None
+    index, page = _page(name)
     seen: list[str] = []
     for f in page.get("files", []):
         ver = _sdist_version(f.get("filename", ""), name)
@@ -89,8 +81,32 @@ def find_sdist(name: str, version: str) -> tuple[str, str, str]:
     raise SourceError(f"PyPI has no sdist of {name} {version} (latest sdists: {recent})")
 
 
-def fetch_sdist(name: str, version: str, dest: Path) -> str:
-    """Download, verify and unpack the sdist into ``dest`` (its top directory stripped)."""
+def sdist_versions(name: str) -> list[str]:
+    """The versions the index has an sdist of, in the index's order."""
+    _, page = _page(name)
+    found = (_sdist_version(f.get("filename", ""), name) for f in page.get("files", []))
+    return [v for v in found if v is not None]
+
+
+def _page(name: str) -> tuple[str, dict[str, Any]]:
+    index = urljoin(_index_url(), f"{name}/")
+    try:
+        page = json.loads(_get(index, _ACCEPT))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise SourceError(f"PyPI has no project named {name!r}") from None
+        raise SourceError(f"PyPI index answered {exc.code} for {name!r}") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise SourceError(f"cannot reach the PyPI index at {index}: {exc}") from None
+    except json.JSONDecodeError:
+        raise SourceError(f"the PyPI index at {index} did not answer in JSON") from None
+    if not isinstance(page, dict):
+        raise SourceError(f"the PyPI index at {index} did not answer a project page")
+    return index, page
+
+
+def fetch(name: str, version: str) -> tuple[str, bytes, str]:
+    """``(filename, bytes, sha256)`` of ``name``'s sdist for ``version``, hash-checked."""
     filename, url, sha256 = find_sdist(name, version)
     try:
         data = _get(url)
@@ -98,16 +114,29 @@ def fetch_sdist(name: str, version: str, dest: Path) -> str:
         raise SourceError(f"cannot download {filename}: {exc}") from None
     if hashlib.sha256(data).hexdigest() != sha256:
         raise SourceError(f"{filename}: sha256 does not match the index; refusing it")
+    return filename, data, sha256
+
+
+def fetch_sdist(name: str, version: str, dest: Path) -> str:
+    """Download, verify and unpack the sdist into ``dest`` (its top directory stripped)."""
+    filename, data, sha256 = fetch(name, version)
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp, filename)
         archive.write_bytes(data)
+        unpack_sdist(archive, dest)
+    return sha256
+
+
+def unpack_sdist(archive: Path, dest: Path) -> None:
+    """Unpack ``archive`` (``.tar.gz`` or ``.zip``) into ``dest``, its top directory stripped;
+    nothing in it runs, and no member may land outside ``dest``."""
+    with tempfile.TemporaryDirectory() as tmp:
         unpacked = Path(tmp, "x")
         _unpack(archive, unpacked)
         tops = list(unpacked.iterdir())
         top = tops[0] if len(tops) == 1 and tops[0].is_dir() else unpacked
         for child in top.iterdir():
             shutil.move(str(child), dest / child.name)
-    return sha256
 
 
 def _unpack(archive: Path, out: Path) -> None:

@@ -44,6 +44,8 @@ def describe_skipped(skipped: list[Skipped], most: int = 3) -> str:
     """The skipped test dependencies in a few words each, for an error line that may be
     their consequence ("" when none): ``requests-wsgi-adapter (no wheel)``."""
     def why(s: Skipped) -> str:
+        if "sdist did not build" in s.reason:
+            return "no wheel, and its sdist did not build"
         return "no wheel" if "no usable wheels" in s.reason or "no wheels" in s.reason \
             else "could not be installed"
     parts = [f"{s.requirement} ({why(s)})" for s in skipped[:most]]
