@@ -38,7 +38,17 @@ swemill did per candidate. The sampled cold audit that ``swemill tasks`` runs af
 validation is on neither side: it costs the same on both (two cold runs of the whole suite
 per audited task).
 
-Environments and baselines are built (and cached) before anything is timed.
+Environments and baselines are built (and cached) before anything is timed. The cached
+baseline ran in the default sandbox (bwrap, as an unprivileged user, where it is usable);
+with another ``--backend`` (the default ``local`` runs as the caller, root on a CI box) a test
+whose outcome depends on who runs it differs between the baseline and every run here (pyflakes
+3.2.0's ``test_permissionDenied``: passed at baseline, skipped as root). Both validators then
+get the baseline as this backend sees it (:func:`as_backend`): one untimed whole-suite run
+here, and a test whose outcome differs from the cached baseline's counts as flaky (in neither
+list), as it would in a baseline measured in this backend. Without that, swemill's whole-suite
+run of every selection saw the test "not pass", took the coverage map for wrong and judged
+every pyflakes candidate on the whole suite (in ``swemill tasks`` the baseline and the runs
+share a sandbox, so this happens in the benchmark only).
 
 CPU is counted with ``getrusage(RUSAGE_CHILDREN)``, which only sees processes that are waited
 for all the way down; bwrap's pid-namespace init is not accounted that way (a bwrap run shows
@@ -65,7 +75,8 @@ from swemill.core.records import Baseline, Candidate
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.sources import resolve_source
 from swemill.sandbox import Limits, open_sandbox
-from swemill.suite.baseline import run_baseline
+from swemill.sandbox.bwrap import usable
+from swemill.suite.baseline import fresh_sandbox, run_baseline
 from swemill.suite.runner import run_tests
 from swemill.suite.timeouts import adaptive_timeout
 from swemill.synth import make_strategy
@@ -258,6 +269,23 @@ def stratified(cands: list[Candidate], reasons: list[str], n: int) -> list[Candi
     return out
 
 
+def as_backend(env: RepoEnv, baseline: Baseline) -> tuple[Baseline, list[str]]:
+    """The baseline as :data:`BACKEND` sees it, and the tests whose outcome differs there
+    (see the module docstring); unchanged when the baseline's own sandbox is this one."""
+    own = "bwrap" if usable()[0] else "local"  # where run_baseline's "auto" ran it
+    if own == BACKEND:
+        return baseline, []
+    with fresh_sandbox(env, BACKEND) as sb:
+        report = run_tests(sb, env, None, timeout=max(120.0, 10 * baseline.suite_wall_s))
+    if not report.trustworthy and not (report.exit_code == 1 and report.results):
+        return baseline, []  # it says nothing: keep the baseline as it is
+    seen = {k: v.outcome for k, v in report.results.items()}
+    differ = sorted(t for t, o in baseline.outcomes.items() if seen.get(t) != o)
+    if not differ:
+        return baseline, []
+    return baseline.model_copy(update={"flaky": sorted({*baseline.flaky, *differ})}), differ
+
+
 def per_min(n: float, cpu_s: float) -> float:
     return n / (cpu_s / 60) if cpu_s else 0.0
 
@@ -271,7 +299,7 @@ def measure(spec: str, args: argparse.Namespace) -> tuple[list[str], dict[str, f
     CPU-minute on the same procedural candidates, and the audit's invalid count."""
     src = resolve_source(spec)
     env = build_env(src)
-    baseline = run_baseline(env)
+    baseline, differ = as_backend(env, run_baseline(env))
     view = RepoView(root=src.path, repo=src.repo, commit=src.commit, baseline=baseline,
                     seed=args.seed, max_candidates=args.candidates)
     proc = list(make_strategy("procedural").candidates(view))
@@ -298,7 +326,8 @@ def measure(spec: str, args: argparse.Namespace) -> tuple[list[str], dict[str, f
     nm_line = (f"near misses caught on the {len(both)} tasks both accepted: swemill "
                f"{sum(a[1] for a, _ in both)}/{sum(a[0] for a, _ in both)}, naive "
                f"{sum(b[1] for _, b in both)}/{sum(b[0] for _, b in both)}")
-    lines = []
+    lines = [f"{spec:30s} baseline as the {BACKEND!r} backend sees it: {len(differ)} test(s) "
+             f"differ, counted flaky{': ' + ', '.join(differ[:3]) if differ else ''}"]
     for name, group in (("procedural", proc), ("pr-mirror", pr)):
         if group:
             ok = sum(by_id[c.candidate_id].verdict.accepted for c in group)

@@ -8,11 +8,13 @@ exit). The survivors' newly failing tests are run ``repeat - 1`` more times on t
 tree. A selection's broken tree then runs the whole suite once: PASS_TO_PASS holds only
 tests seen passing on the broken tree, and where that run disagrees with the selection (a
 test outside it fails: the map missed it, through a cache say) the candidate is judged as a
-whole-suite one. Then the golden state runs twice (where it is byte for byte the head tree,
-which the baseline ran three times) or ``max(2, repeat)`` times: a FAIL_TO_PASS test fails in
-every broken run and passes in every golden one. An accepted candidate's near-miss variants
-(other mutants of the same function, made by the strategy) are then run against its lists,
-to record whether the tests catch them.
+whole-suite one. That run is one of the ``repeat`` runs of the broken tree (a FAIL_TO_PASS
+test must fail there too), so a selection's newly failing tests are run ``repeat - 2`` more
+times, not ``repeat - 1``. Then the golden state runs twice (where it is byte for byte the
+head tree, which the baseline ran three times) or ``max(2, repeat)`` times: a FAIL_TO_PASS
+test fails in every broken run and passes in every golden one. An accepted candidate's
+near-miss variants (other mutants of the same function, made by the strategy) are then run
+against its lists, to record whether the tests catch them.
 
 Only the first broken run formats its failures (the task's failure messages and a refused
 candidate's one-line detail come from it); the repeats, the whole-suite run, golden and
@@ -276,10 +278,13 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
     golden runs."""
     commit, base_patch = base
     again = _newly_failing(baseline, broken, selected)
+    # a selection's whole-suite run is a run of the broken tree too, FAIL_TO_PASS included
+    # (``decide`` holds a test that does not fail there as flaky): one of the ``repeat`` runs
+    confirming = selected is not None and bool(baseline.passing() - set(selected))
     repeats = [*earlier, *(evidence_of(worker.run(again, ctx.timeout(baseline, again),
                                                 ctx.deadlines(baseline, again), terse=True),
                                      again)
-                           for _ in range(ctx.repeat - 1))]
+                           for _ in range(max(0, ctx.repeat - 1 - confirming)))]
     needed = max(2, ctx.repeat)
     confirm: RunEvidence | None = None
 
@@ -289,8 +294,7 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
                       golden_needed=needed, confirm=confirm)
 
     first = judge([])
-    if first.reason == "not_solvable" and selected is not None \
-            and baseline.passing() - set(selected):
+    if first.reason == "not_solvable" and confirming and selected is not None:
         res = worker.run(None, ctx.timeout(baseline, None), ctx.deadlines(baseline, None),
                          terse=True, edited_whole=True)
         confirm = evidence_of(res, None)

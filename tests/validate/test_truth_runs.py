@@ -1,0 +1,114 @@
+"""A selection's whole-suite run of the broken tree is one of its ``repeat`` runs.
+
+``runspkg`` counts, in files in the workspace, how often each test ran on a broken tree.
+``third`` is covered by two tests, ``other`` by one; a mutant of ``third`` runs its two tests
+(the selection), and then the whole suite once. ``test_third`` fails on the broken tree in
+its first two runs and passes from the third on; ``test_third_steady`` fails in every one.
+With ``repeat`` 3 the broken tree runs each newly failing test exactly three times, the
+whole-suite run being the third: ``test_third`` is held flaky (it passed there),
+``test_third_steady`` is FAIL_TO_PASS, and ``test_other`` enters PASS_TO_PASS from that run,
+the only one that ran it on the broken tree.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from swemill.core.records import Candidate, ChangedSymbol
+from swemill.repo.envbuild import build_env
+from swemill.repo.sources import resolve_source
+from swemill.sandbox import Limits
+from swemill.suite.baseline import run_baseline
+from swemill.synth.patches import file_diff
+from swemill.validate.check import CheckContext, check_candidate, select_tests
+from swemill.validate.worker import Worker, open_base
+
+from .conftest import PYPROJECT, run_git
+
+pytestmark = pytest.mark.slow
+
+CORE = '''\
+def third(x):
+    return x
+
+
+def other(x):
+    return x + 1
+'''
+
+TESTS = '''\
+import os
+
+from runspkg.core import other, third
+
+
+def _broken_run(name):
+    """How many broken-tree runs of this test came before this one (counted in a file)."""
+    n = int(open(name).read()) if os.path.exists(name) else 0
+    with open(name, "w") as fh:
+        fh.write(str(n + 1))
+    return n
+
+
+def test_third():
+    if third(1) != 1:
+        assert _broken_run("third-runs.txt") >= 2
+
+
+def test_third_steady():
+    if third(2) != 2:
+        _broken_run("steady-runs.txt")
+        assert False
+
+
+def test_other():
+    assert other(1) == 2
+'''
+
+T = "tests/test_core.py::"
+
+
+def _project(root: Path) -> Path:
+    files = {"pyproject.toml": PYPROJECT.replace("calcpkg", "runspkg"),
+             "runspkg/__init__.py": "", "runspkg/core.py": CORE, "tests/test_core.py": TESTS}
+    root.mkdir(parents=True)
+    run_git(root, "init", "-q", "-b", "main")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    run_git(root, "add", "-A")
+    run_git(root, "commit", "-q", "-m", "runs")
+    return root
+
+
+def test_the_whole_suite_run_is_one_of_the_k_broken_runs(
+        shared_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
+    env = build_env(resolve_source(str(_project(tmp_path / "runspkg"))))
+    baseline = run_baseline(env)
+    cand = Candidate(candidate_id="third", repo="runspkg", strategy="procedural",
+                     bug_patch=file_diff("runspkg/core.py", CORE,
+                                         CORE.replace("return x\n", "return x + 1\n", 1)),
+                     changed=[ChangedSymbol(file="runspkg/core.py", qualname="third")])
+    assert sorted(select_tests(cand, baseline) or []) == [T + "test_third",
+                                                          T + "test_third_steady"]
+    base = open_base(env, backend="auto", limits=Limits(timeout_s=120))
+    worker = Worker(env, base, baseline.commit, prewarm_s=60)
+    try:
+        checked = check_candidate(CheckContext(baseline, baseline.commit, repeat=3), worker,
+                                  cand)
+        runs = {name: int((worker.root / name).read_text())
+                for name in ("third-runs.txt", "steady-runs.txt")}
+    finally:
+        worker.close()
+        base.close()
+    verdict = checked.verdict
+    assert verdict.accepted, verdict
+    assert checked.selected
+    assert runs == {"third-runs.txt": 3, "steady-runs.txt": 3}  # k runs, the whole suite's too
+    assert verdict.fail_to_pass == [T + "test_third_steady"]
+    assert verdict.flaky == [T + "test_third"]  # it passed in the whole-suite run
+    assert verdict.pass_to_pass == [T + "test_other"]  # run on the broken tree there only
