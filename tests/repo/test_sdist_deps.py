@@ -3,9 +3,9 @@
 The project made here declares a ``test`` extra of three packages that exist only as sdists,
 in a folder ``UV_FIND_LINKS`` names (pytest, coverage and setuptools come from the index, or
 uv's cache): ``sdgood`` (two releases, asked for unpinned), which its tests import;
-``sdhostile``, whose ``setup.py`` tries to read a host file, write outside its build tree and
-reach a TCP server this test listens with, and records what it managed into the module it
-ships; and ``sdbroken``, whose ``setup.py``
+``sdhostile``, whose ``setup.py`` tries to read a host file, write outside its build tree
+(and into the build venv) and reach a TCP server this test listens with, and records what it
+managed into the module it ships; and ``sdbroken``, whose ``setup.py``
 raises. One ``swemill env`` builds them all.
 """
 
@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.network,
 
 HOSTILE_SETUP = '''
 import socket
+import sysconfig
 from pathlib import Path
 from setuptools import setup
 
@@ -48,6 +49,11 @@ try:
     probe["net"] = True
 except OSError:
     probe["net"] = False
+try:  # the build venv: the host runs its interpreter (through uv) after asking the backend
+    Path(sysconfig.get_paths()["purelib"], "zz_planted.pth").write_text("import os")
+    probe["venv"] = True
+except OSError:
+    probe["venv"] = False
 Path("sdhostile", "__init__.py").write_text(f"PROBE = {{probe!r}}\\n")
 setup(name="sdhostile", version="1.0", packages=["sdhostile"])
 '''
@@ -81,7 +87,7 @@ def test_the_sdist_only_dependency_imports():
 
 
 def test_the_hostile_build_was_contained():
-    assert sdhostile.PROBE == {"secret": None, "wrote": False, "net": False}
+    assert sdhostile.PROBE == {"secret": None, "wrote": False, "net": False, "venv": False}
 """
 
 

@@ -9,10 +9,11 @@ project's ``Requires-Dist`` lines and tried requirement by requirement.
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import NoReturn
 
-from swemill.repo.sdists import MAX_SDISTS, SdistBuilds, no_wheel
+from swemill.repo.sdists import MAX_SDISTS, SdistBuilds, no_wheel, starts_code
 from swemill.repo.sources import ResolvedSource
 from swemill.repo.testdeps import (
     Skipped,
@@ -122,3 +123,22 @@ def test_a_failed_sdist_build_is_named_as_such() -> None:
     why = "sdbroken==1.0 has no wheel and its sdist did not build: RuntimeError: no"
     assert describe_skipped([Skipped("sdbroken==1.0", why)]) == (
         "sdbroken==1.0 (no wheel, and its sdist did not build)")
+
+
+def test_a_built_wheel_that_would_run_code_at_start_up_is_named(tmp_path: Path) -> None:
+    def wheel(*names: str) -> Path:
+        path = tmp_path / "w.whl"
+        with zipfile.ZipFile(path, "w") as zf:
+            for name in names:
+                zf.writestr(name, "import os\n")
+        return path
+
+    ok = ("pkg/__init__.py", "pkg/data.pth", "pkg-1.0.dist-info/RECORD")
+    assert starts_code(wheel(*ok)) is None  # a .pth inside a package is never read at start-up
+    assert starts_code(wheel(*ok, "evil.pth")) == "evil.pth"
+    assert starts_code(wheel(*ok, "pkg-1.0.data/purelib/evil.pth")) == (
+        "pkg-1.0.data/purelib/evil.pth")
+    assert starts_code(wheel(*ok, "sitecustomize.py")) == "sitecustomize.py"
+    assert starts_code(wheel(*ok, "usercustomize/__init__.py")) == "usercustomize/__init__.py"
+    (tmp_path / "w.whl").write_text("not a zip")
+    assert starts_code(tmp_path / "w.whl") == "w.whl"

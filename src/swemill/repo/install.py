@@ -92,10 +92,12 @@ _MARK = "@@swemill-requires@@"
 
 
 def dynamic_build_requires(venv: Path, work: Path, base_prefix: Path, uv: str, timeout: float,
-                           env: dict[str, str] | None = None) -> tuple[list[str], ExecResult]:
+                           env: dict[str, str] | None = None, *, venv_writable: bool = True
+                           ) -> tuple[list[str], ExecResult]:
     """The backend's extra build requirements for a development-mode install (asked inside)."""
     result = run_inside(lambda _: [str(venv / "bin" / "python"), "-c", _ASK_BACKEND], uv=uv,
-                        venv=venv, work=work, base_prefix=base_prefix, timeout=timeout, env=env)
+                        venv=venv, work=work, base_prefix=base_prefix, timeout=timeout, env=env,
+                        venv_writable=venv_writable)
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(_MARK):
             try:
@@ -110,24 +112,28 @@ def dynamic_build_requires(venv: Path, work: Path, base_prefix: Path, uv: str, t
 
 def run_inside(argv: Callable[[str], list[str]], *, uv: str, venv: Path, work: Path,
                base_prefix: Path, timeout: float,
-               env: dict[str, str] | None = None) -> ExecResult:
-    """Run ``argv(workdir)`` in a sandbox over ``work`` with ``venv`` lent writable to it.
-    ``env`` adds variables swemill derived (never the caller's)."""
-    binds = [Bind(host=venv, inside=str(venv), writable=True), Bind(host=Path(uv), inside=uv)]
+               env: dict[str, str] | None = None, venv_writable: bool = True) -> ExecResult:
+    """Run ``argv(workdir)`` in a sandbox over ``work`` with ``venv`` lent writable to it
+    (read-only with ``venv_writable=False``). ``env`` adds variables swemill derived (never
+    the caller's)."""
+    binds = [Bind(host=venv, inside=str(venv), writable=venv_writable),
+             Bind(host=Path(uv), inside=uv)]
     if not str(base_prefix).startswith("/usr/"):
         binds.append(Bind(host=base_prefix, inside=str(base_prefix)))
     env = {**(env or {}),
            "UV_CACHE_DIR": "/tmp/uv-cache", "UV_LINK_MODE": "copy", "UV_OFFLINE": "1",
            "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     limits = Limits(timeout_s=timeout, memory_mb=8192, pids=4096, net=False)
-    lend(venv)
+    if venv_writable:
+        lend(venv)
     try:
         with open_sandbox(work, binds=binds, env=env, limits=limits) as sb:
             return sb.exec(argv(sb.workdir))
     except SwemillError as exc:
         raise EnvBuildError(f"cannot sandbox the project's install: {exc}") from exc
     finally:
-        take_back(venv)
+        if venv_writable:
+            take_back(venv)
 
 
 def project_requirement(venv: Path, workdirs: list[str], extras: list[str]) -> str | None:

@@ -9,9 +9,12 @@ itself is installed (:mod:`swemill.repo.install`), never on the host:
 2. outside: a throw-away build venv gets the sdist's build requirements from wheels only;
 3. inside: ``uv build --wheel --offline --no-build-isolation`` in the unpacked tree, as the
    sandbox user, with no network and none of the caller's variables, within
-   :data:`BUILD_TIMEOUT_S`;
-4. outside: the wheel it left (its name and version must be the ones asked for) goes to a
-   wheelhouse that later installs see through ``--find-links``, still with wheels only.
+   :data:`BUILD_TIMEOUT_S`; the build venv is read-only there (the host runs uv against it,
+   and uv runs its interpreter), the unpacked tree the only writable path;
+4. outside: the wheel it left (its name and version must be the ones asked for, and nothing
+   in it that Python runs at start-up, :func:`starts_code`: the host's uv runs the
+   environment's interpreter) goes to a wheelhouse that later installs see through
+   ``--find-links``, still with wheels only.
 
 At most :data:`MAX_SDISTS` are built per environment; a build that fails leaves the
 dependency uninstalled, with the build's cause line as the reason.
@@ -23,6 +26,7 @@ import os
 import re
 import shutil
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +39,7 @@ from swemill.repo.install import build_requires, dynamic_build_requires, run_ins
 from swemill.repo.pypi import fetch, sdist_versions, unpack_sdist
 from swemill.repo.sources import ResolvedSource
 
-__all__ = ["BUILD_TIMEOUT_S", "MAX_SDISTS", "SdistBuilds", "no_wheel"]
+__all__ = ["BUILD_TIMEOUT_S", "MAX_SDISTS", "SdistBuilds", "no_wheel", "starts_code"]
 
 MAX_SDISTS = 5
 BUILD_TIMEOUT_S = 300
@@ -121,7 +125,7 @@ class SdistBuilds:
         for reqs in (build_requires(tree), None):
             if reqs is None:  # what the backend asks for beyond them (asked inside)
                 reqs, asked = dynamic_build_requires(venv, tree, self.base_prefix, self.uv,
-                                                     BUILD_TIMEOUT_S)
+                                                     BUILD_TIMEOUT_S, venv_writable=False)
                 log_result(asked, self.log, f"build requirements of {name}'s backend")
             if reqs and run_logged([self.uv, "pip", "install", "--python",
                                     str(venv / "bin" / "python"), "--no-progress",
@@ -134,7 +138,7 @@ class SdistBuilds:
                                         str(venv / "bin" / "python"), "--out-dir",
                                         f"{wd}/{out}", wd],
                             uv=self.uv, venv=venv, work=tree, base_prefix=self.base_prefix,
-                            timeout=BUILD_TIMEOUT_S)
+                            timeout=BUILD_TIMEOUT_S, venv_writable=False)
         log_result(result, self.log, f"build of {name} {version}")
         if result.timed_out:
             return f"the build did not finish within {BUILD_TIMEOUT_S} s"
@@ -145,9 +149,11 @@ class SdistBuilds:
     def _take(self, name: str, version: str, out: Path) -> str | None:
         """Move the one wheel the build left to the wheelhouse, if it is the one asked for."""
         wheels = sorted(p for p in out.glob("*.whl") if p.is_file() and not p.is_symlink()) \
-            if out.is_dir() else []
+            if out.is_dir() and not out.is_symlink() else []
         if len(wheels) != 1:
             return f"the build left {len(wheels)} wheels, not one"
+        if starts := starts_code(wheels[0]):
+            return f"the wheel it built holds {starts}, which Python runs at start-up; refused"
         try:
             got, ver, _, _ = parse_wheel_filename(wheels[0].name)
             same = got == name and ver == Version(version)
@@ -204,3 +210,22 @@ def _valid(version: str) -> bool:
     except InvalidVersion:
         return False
     return True
+
+
+def starts_code(wheel: Path) -> str | None:
+    """The first member of ``wheel`` that the interpreter would run at start-up wherever the
+    wheel is installed (a ``.pth`` file, ``sitecustomize``/``usercustomize``), or None; an
+    unreadable wheel names itself."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return wheel.name
+    for name in names:
+        parts = name.split("/")
+        if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in {"purelib", "platlib"}:
+            parts = parts[2:]  # installed into site-packages as well
+        if (len(parts) == 1 and parts[0].endswith(".pth")) or \
+                parts[0].split(".")[0] in {"sitecustomize", "usercustomize"}:
+            return name
+    return None
