@@ -203,10 +203,14 @@ def pytest_by_hand(python: Path, work: Path, roots: list[str], ids: list[str],
         # checks some tests expect to fail (python-dotenv's unreadable-file test)
         args = ["unshare", "--user", "--map-user=65534", "--map-group=65534", *args]
     # the venv as activated: its console scripts first on PATH (glom's CLI test runs `glom`
-    # in a subprocess; without them it failed by hand, at head as on every broken tree)
-    env = {**os.environ, "PYTHONPATH": ":".join(str(work / r) for r in roots),
-           "PYTHONDONTWRITEBYTECODE": "1", "VIRTUAL_ENV": str(python.parent.parent),
-           "PATH": f"{python.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    # in a subprocess; without them it failed by hand, at head as on every broken tree).
+    # None of this machine's variables, as in the sandbox or a SWE-bench container: its
+    # REQUESTS_CA_BUNDLE overrode the CA of unearth's self-signed-CA test, which then failed
+    # by hand on every tree
+    env = {"PYTHONPATH": ":".join(str(work / r) for r in roots), "HOME": "/tmp",
+           "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+           "VIRTUAL_ENV": str(python.parent.parent),
+           "PATH": f"{python.parent}:/usr/local/bin:/usr/bin:/bin"}
     try:
         proc = subprocess.run(args, cwd=work, capture_output=True, text=True, timeout=timeout,
                               env=env)
