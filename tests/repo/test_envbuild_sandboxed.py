@@ -130,3 +130,63 @@ def test_install_code_runs_unprivileged_offline_and_without_the_callers_variable
     assert not os.path.lexists(work / "probe_pkg" / "leak.txt")
     assert SENTINEL not in "".join(p.read_text() for p in (venv.parent.parent / "generated")
                                    .rglob("*") if p.is_file())
+
+
+STARTUP_SETUP_PY = '''
+import glob, os, sys
+from setuptools import setup
+
+marker = {marker!r}
+
+
+def plant(path, text, mode=0o644):
+    try:
+        if os.path.lexists(path):
+            os.unlink(path)
+        with open(path, "w") as fh:
+            fh.write(text)
+        os.chmod(path, mode)
+    except OSError:
+        pass  # setup.py runs more than once; a later run may not replace what is taken back
+
+
+bin_dir = os.path.dirname(sys.executable)
+if os.path.islink(os.path.join(bin_dir, "python")):  # the venv's, as uv venv made it
+    real = os.path.realpath(sys.executable)
+    for name in ("python", "python3"):  # the host's uv runs bin/python next
+        plant(os.path.join(bin_dir, name), f'#!/bin/bash\\necho python $(id -u) >> {{marker}}\\n'
+              f'exec -a "$0" {{real}} "$@"\\n', 0o755)
+    for site in glob.glob(os.path.join(os.path.dirname(bin_dir), "lib", "*", "site-packages")):
+        plant(os.path.join(site, "zz_probe.pth"), "import os\\n")
+        plant(os.path.join(site, "sitecustomize.py"), "PROBE = 1\\n")
+setup(name="startup-pkg", version="0.1", packages=["startup_pkg"])
+'''
+
+
+def test_what_the_install_leaves_for_start_up_never_runs_on_the_host(tmp_path: Path) -> None:
+    """The install swaps the venv's ``bin/python`` for a script that writes ``marker`` (a
+    host path the sandbox cannot see) and plants a ``.pth`` and a ``sitecustomize``: the
+    host's uv, installing the dependencies next, runs the venv's interpreter, and must not run
+    the script (before the seal it did, as root). The interpreter link is put back; the
+    start-up files are held while the host's uv runs and are the project's own again after
+    (they run in the sandbox only)."""
+    marker = tmp_path / "ran-on-host"
+    repo = tmp_path / "repo"
+    (repo / "startup_pkg").mkdir(parents=True)
+    (repo / "startup_pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_it.py").write_text(
+        "from startup_pkg import VALUE\n\ndef test_value():\n    assert VALUE == 1\n")
+    (repo / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=70.1"]\n'
+                                         'build-backend = "setuptools.build_meta"\n')
+    (repo / "setup.py").write_text(textwrap.dedent(STARTUP_SETUP_PY.format(marker=str(marker))))
+    env = {**os.environ, "SWEMILL_CACHE": str(tmp_path / "cache"), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-m", "swemill", "env", str(repo), "--json"],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not marker.exists(), marker.read_text()
+    venv = next((tmp_path / "cache" / "envs").glob("*/venv"))
+    assert (venv / "bin" / "python").is_symlink()
+    site = next(venv.glob("lib/python*/site-packages"))
+    assert (site / "zz_probe.pth").is_file() and (site / "sitecustomize.py").is_file()
+    assert json.loads(proc.stdout)["counts"] == {"passed": 1}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swemill.core.errors import EnvBuildError
+from swemill.repo import venvseal
 from swemill.repo.buildlog import INSTALL_TIMEOUT_S, run_logged
 from swemill.repo.buildsteps import ProjectBuild, dist_name, install_deps, noted
 from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, write_text_atomic
@@ -183,6 +184,7 @@ def _build_into(tmp: Path, final: Path, src: ResolvedSource, recipe: Recipe) -> 
     skipped = install_deps(uv, venv, project, recipe, tmp, log, src, older, sdists)
     if sdists.built:
         recipe = noted(recipe, f"built from sdists in the sandbox: {', '.join(sdists.built)}")
+    venvseal.release(venv)  # the host's uv is done with the venv: its start-up files back
     roots = relocate_editable(venv, work, WORKSPACE) if project else []
     if not roots:
         roots = _fallback_pth(venv, work)
@@ -232,7 +234,7 @@ def _compile(uv: str, venv: Path, final_venv: Path, work: Path, base_prefix: Pat
     result = run_inside(lambda _: [str(venv / "bin" / "python"), "-m", "compileall", "-q",
                                    "-j", "0", "-s", str(site), "-p", str(final_site), str(site)],
                         uv=uv, venv=venv, work=work, base_prefix=base_prefix,
-                        timeout=INSTALL_TIMEOUT_S)
+                        timeout=INSTALL_TIMEOUT_S, hold_startup=False)
     with open(log, "a") as fh:
         fh.write(f"$ (in the sandbox) compileall: exit {result.exit_code}\n")
 

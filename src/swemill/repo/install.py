@@ -20,7 +20,8 @@ outside, built inside with :func:`run_inside`, its wheel installed outside); a r
 file's editable or local-path lines are dropped (the project
 itself is step 2). Bytecode is compiled inside too (compiling reads whatever a symlink the
 build left points at). After each inside step everything the sandbox user wrote is taken back,
-so the venv it later sees read-only is not its own.
+so the venv it later sees read-only is not its own, and resealed (:mod:`swemill.repo.venvseal`):
+the host's uv runs the venv's interpreter afterwards, and must run nothing the sandbox wrote.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from swemill.core.errors import EnvBuildError, SwemillError
+from swemill.repo import venvseal
 from swemill.sandbox import Bind, Limits, open_sandbox
 from swemill.sandbox._hostuser import lend, take_back
 from swemill.sandbox.contract import ExecResult
@@ -112,10 +114,14 @@ def dynamic_build_requires(venv: Path, work: Path, base_prefix: Path, uv: str, t
 
 def run_inside(argv: Callable[[str], list[str]], *, uv: str, venv: Path, work: Path,
                base_prefix: Path, timeout: float,
-               env: dict[str, str] | None = None, venv_writable: bool = True) -> ExecResult:
+               env: dict[str, str] | None = None, venv_writable: bool = True,
+               hold_startup: bool = True) -> ExecResult:
     """Run ``argv(workdir)`` in a sandbox over ``work`` with ``venv`` lent writable to it
     (read-only with ``venv_writable=False``). ``env`` adds variables swemill derived (never
-    the caller's)."""
+    the caller's). A lent venv is taken back resealed (:mod:`swemill.repo.venvseal`: its
+    interpreter links and ``pyvenv.cfg`` as they were, and with ``hold_startup`` its start-up
+    files held out of it until :func:`~swemill.repo.venvseal.release`), so that the host's uv
+    running its interpreter runs nothing the sandbox wrote."""
     binds = [Bind(host=venv, inside=str(venv), writable=venv_writable),
              Bind(host=Path(uv), inside=uv)]
     if not str(base_prefix).startswith("/usr/"):
@@ -124,6 +130,7 @@ def run_inside(argv: Callable[[str], list[str]], *, uv: str, venv: Path, work: P
            "UV_CACHE_DIR": "/tmp/uv-cache", "UV_LINK_MODE": "copy", "UV_OFFLINE": "1",
            "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     limits = Limits(timeout_s=timeout, memory_mb=8192, pids=4096, net=False)
+    sealed = venvseal.seal(venv) if venv_writable else None
     if venv_writable:
         lend(venv)
     try:
@@ -132,8 +139,9 @@ def run_inside(argv: Callable[[str], list[str]], *, uv: str, venv: Path, work: P
     except SwemillError as exc:
         raise EnvBuildError(f"cannot sandbox the project's install: {exc}") from exc
     finally:
-        if venv_writable:
+        if sealed is not None:
             take_back(venv)
+            venvseal.restore(venv, sealed, hold=hold_startup)
 
 
 def project_requirement(venv: Path, workdirs: list[str], extras: list[str]) -> str | None:
