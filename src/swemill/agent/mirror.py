@@ -30,10 +30,10 @@ import stat
 from pathlib import Path
 
 from swemill.core.errors import SandboxError
+from swemill.repo.venvseal import START_HOOKS
 
 __all__ = ["NotMirrored", "mirror_tree", "START_HOOKS"]
 
-START_HOOKS = frozenset({"sitecustomize", "usercustomize"})
 _MODULE_SUFFIXES = (".py", ".pyc", ".pyw", ".so", ".pyd")
 
 

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 from swemill.agent.carry import Carried, build_grading_tree, runner_modules
 from swemill.agent.mirror import NotMirrored, mirror_tree
@@ -44,6 +45,9 @@ __all__ = ["GradingServer", "WarmGrader"]
 
 _READY_S = 120.0
 _SCRATCH = ["/tmp", "/dev/shm"]
+_T = TypeVar("_T")
+_NO_SERVER = object()
+"""What :meth:`WarmGrader._serve` answers when no server could be had (not a fallback)."""
 _SERVER_PACKAGE = frozenset({"swemill_inside"})
 """The name the server's own package is imported under (``validate/inside/__main__.py``)."""
 
@@ -237,19 +241,16 @@ class WarmGrader:
 
     def grade(self, workspace: Path) -> tuple[TestRunReport, Carried] | None:
         """The grading run of ``workspace`` through a warm server; None: grade it cold."""
-        carried = Carried()
-
-        def fill(server: GradingServer) -> None:
-            nonlocal carried
-            carried = server.fill(workspace, self._shadowed)
-
-        report = self._serve(fill, [*self.task.FAIL_TO_PASS, *self.task.PASS_TO_PASS],
-                             isolated=True, fallbacks="cold_fallbacks")
-        if report is None:
+        served = self._serve(lambda server: server.fill(workspace, self._shadowed),
+                             [*self.task.FAIL_TO_PASS, *self.task.PASS_TO_PASS], isolated=True)
+        if served is _NO_SERVER:
             return None
         with self._cond:
+            if served is None:
+                self.cold_fallbacks += 1
+                return None
             self.warm_runs += 1
-        return report, carried
+        return served
 
     def run_tests(self, workspace: Path, nodeids: Sequence[str]) -> TestRunReport | None:
         """The policy's own test run of ``nodeids`` (:meth:`TaskEnv.run_tests
@@ -257,30 +258,33 @@ class WarmGrader:
         ``workspace`` (:mod:`swemill.agent.mirror`) through a warm server; None: run it cold
         in the session's sandbox."""
         shadowed = self._shadowed | _SERVER_PACKAGE
-        report = self._serve(lambda server: server.mirror(workspace, shadowed), nodeids,
-                             isolated=False, fallbacks="cold_tests")
-        if report is not None:
-            with self._cond:
-                self.warm_tests += 1
-        return report
+        served = self._serve(lambda server: server.mirror(workspace, shadowed), nodeids,
+                             isolated=False)
+        if served is _NO_SERVER:
+            return None
+        with self._cond:
+            if served is None:
+                self.cold_tests += 1
+                return None
+            self.warm_tests += 1
+        return served[0]
 
-    def _serve(self, fill: Callable[[GradingServer], object], nodeids: Sequence[str], *,
-               isolated: bool, fallbacks: str) -> TestRunReport | None:
-        """Fill a free server's slot and run ``nodeids`` in a fork of it; None (counted in
-        the attribute ``fallbacks``): the caller runs them cold."""
+    def _serve(self, fill: Callable[[GradingServer], _T], nodeids: Sequence[str], *,
+               isolated: bool) -> Any:
+        """Fill a free server's slot and run ``nodeids`` in a fork of it: ``(report, what
+        fill returned)``; None where it failed there (the caller counts a fallback and runs
+        them cold); :data:`_NO_SERVER` where no server could be had (not a fallback)."""
         server = self._take()
         if server is None:
-            return None
+            return _NO_SERVER
         try:
-            fill(server)
+            filled = fill(server)
             return run_tests(server.sb, self.repo_env, list(nodeids),
                              timeout=self.test_timeout_s, isolated=isolated, brief=True,
-                             execute=server.execute)
+                             execute=server.execute), filled
         except (SwemillError, OSError) as exc:
             # a refused copy leaves the server as it was (the next request rebuilds the slot)
             server.healthy = server.healthy and isinstance(exc, NotMirrored)
-            with self._cond:
-                setattr(self, fallbacks, getattr(self, fallbacks) + 1)
             return None
         finally:
             self._give(server)

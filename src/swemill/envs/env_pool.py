@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -47,9 +46,8 @@ class EnvPool:
         if spares < 0 or max_spares < 0:
             raise SessionError("spare sessions cannot be negative")
         self.spares, self.max_spares = spares, max_spares
-        self._spare: OrderedDict[tuple[str, int], TaskEnv] = OrderedDict()  # oldest first
+        self._spare: list[tuple[str, TaskEnv]] = []  # (task id, spare), oldest first
         self._spare_lock = threading.Lock()
-        self._spare_seq = 0
         self._filler: ThreadPoolExecutor | None = None
         self.store = store.policy_view()
         self.config = config or EnvConfig(lint=False, test_nice=5)
@@ -102,8 +100,8 @@ class EnvPool:
         task's spares are made up again in the background."""
         self.task(task_id)
         with self._spare_lock:
-            key = next((k for k in self._spare if k[0] == task_id), None)
-            env = self._spare.pop(key) if key is not None else None
+            at = next((i for i, (t, _) in enumerate(self._spare) if t == task_id), None)
+            env = self._spare.pop(at)[1] if at is not None else None
             if self.spares and self.max_spares and not self._closed:
                 if self._filler is None:
                     self._filler = ThreadPoolExecutor(max_workers=1,
@@ -117,7 +115,7 @@ class EnvPool:
             return self._spares_of(task_id)
 
     def _spares_of(self, task_id: str | None) -> int:
-        return sum(1 for k in self._spare if task_id is None or k[0] == task_id)
+        return sum(1 for t, _ in self._spare if task_id is None or t == task_id)
 
     def _new_fork(self, task_id: str) -> TaskEnv:
         env = self.base(task_id).fork(track=False)
@@ -143,13 +141,13 @@ class EnvPool:
                     evicted.append(env)
                 else:
                     while len(self._spare) >= self.max_spares:
-                        oldest = next((k for k in self._spare if k[0] != task_id), None)
+                        oldest = next((i for i, (t, _) in enumerate(self._spare)
+                                       if t != task_id), None)
                         if oldest is None:
                             break
-                        evicted.append(self._spare.pop(oldest))
+                        evicted.append(self._spare.pop(oldest)[1])
                     if len(self._spare) < self.max_spares:
-                        self._spare_seq += 1
-                        self._spare[(task_id, self._spare_seq)] = env
+                        self._spare.append((task_id, env))
                     else:
                         evicted.append(env)
             for gone in evicted:
@@ -164,7 +162,7 @@ class EnvPool:
         if self._filler is not None:
             self._filler.shutdown(wait=True, cancel_futures=True)
         with self._spare_lock:
-            spares = list(self._spare.values())
+            spares = [env for _, env in self._spare]
             self._spare.clear()
         for spare in spares:
             with contextlib.suppress(SwemillError, OSError):

@@ -38,6 +38,7 @@ from swemill.repo.buildlog import last_step, log_result, reason_line, run_logged
 from swemill.repo.install import build_requires, dynamic_build_requires, run_inside
 from swemill.repo.pypi import fetch, sdist_versions, unpack_sdist
 from swemill.repo.sources import ResolvedSource
+from swemill.repo.venvseal import START_HOOKS
 
 __all__ = ["BUILD_TIMEOUT_S", "MAX_SDISTS", "SdistBuilds", "no_wheel", "starts_code"]
 
@@ -226,6 +227,6 @@ def starts_code(wheel: Path) -> str | None:
         if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in {"purelib", "platlib"}:
             parts = parts[2:]  # installed into site-packages as well
         if (len(parts) == 1 and parts[0].endswith(".pth")) or \
-                parts[0].split(".")[0] in {"sitecustomize", "usercustomize"}:
+                parts[0].split(".")[0] in START_HOOKS:
             return name
     return None

@@ -22,9 +22,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Seal", "release", "restore", "seal"]
+__all__ = ["START_HOOKS", "Seal", "release", "restore", "seal"]
 
-_STARTUP_MODULES = ("sitecustomize", "usercustomize")
+START_HOOKS = frozenset({"sitecustomize", "usercustomize"})
+"""The modules an interpreter imports at start-up by themselves."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +54,14 @@ def _remove(path: Path) -> None:
 
 
 def _runs_at_startup(entry: Path) -> bool:
-    if entry.name.split(".")[0] in _STARTUP_MODULES:
+    """A start-up hook module, or a ``.pth`` file with an ``import`` line (a link or folder
+    named ``.pth`` is moved too: nothing in it is the venv's to keep)."""
+    if entry.name.split(".")[0] in START_HOOKS:
         return True
-    if entry.suffix != ".pth" or entry.is_symlink() or not entry.is_file():
-        return entry.suffix == ".pth"  # a link or folder named .pth: nothing to keep
+    if entry.suffix != ".pth":
+        return False
+    if entry.is_symlink() or not entry.is_file():
+        return True
     with open(entry, "rb") as fh:
         return any(line.startswith((b"import ", b"import\t")) for line in fh)
 
