@@ -3,14 +3,20 @@
 Builds a few validated tasks of the bundled sample (``run_tasks``, once, in a temporary store
 and cache; or ``--store ROOT --run RUN_ID`` reuses a built run), starts ``swemill serve`` on
 loopback, and for each K runs K concurrent HTTP clients, each playing scripted episodes (read
-a file, edit one, three ``bash true`` steps, ``run_tests``, ``submit``) over the tasks in turn.
+a file, write a note naming the client and episode, so that no two episodes leave the same
+tree, three ``bash true`` steps, ``run_tests``, ``submit``) over the tasks in turn; every
+``--solve-every``-th episode (default 2; 0: none) also writes the task's golden fix before
+``run_tests``, so that some runs pass and some episodes earn 1 (a served ``run_tests`` of the
+grading's selection is that grading when the tree is its own grading tree, and ``submit``
+takes it only when it did not resolve the task: episodes that all fail would show that path
+alone).
 Reports reset latency p50/p99 (``POST /sessions``), ``bash true`` step latency p50/p99,
 grading latency p50 (the ``submit`` step), episodes per minute, CPU seconds per episode (the
 server process and everything it started, its sandboxes and grading servers included, while
-the episodes ran; its start-up, the tasks' workspaces and first grading servers, is reported
-apart; for the naive path this process and everything it started), the machine's load
-average at the start and end of each K, and the server's peak RSS (VmHWM; test processes are
-its children and not counted).
+the episodes ran; its start-up, the tasks' workspaces and one untimed round of K episodes in
+which the grading servers the K clients need start, is reported apart; for the naive path
+this process and everything it started), the machine's load average at the start and end of
+each K, and the server's peak RSS (VmHWM; test processes are its children and not counted).
 ``--cold-grading`` runs the server with cold grading too, as another row (its ``run_tests`` is
 cold too); ``--cold-tests`` with warm grading but the policy's ``run_tests`` cold, in the
 session's sandbox, as another row; ``--per-command``
@@ -24,6 +30,7 @@ pays no HTTP; graded cold; the repository's built environment looked up once per
 server does), as the naive comparison.
 
     .venv/bin/python benchmarks/bench_serve.py [--clients 1,8,32] [--episodes 2] [--tasks 3]
+        [--solve-every 2]
         [--per-command] [--cold-grading] [--cold-tests] [--no-spares] [--no-naive]
 """
 
@@ -60,12 +67,42 @@ class Timings:
             getattr(self, key).append(value)
 
 
-def _actions(path: str) -> list[dict[str, Any]]:
+Fix = list[tuple[str, str]]
+"""The files a task's golden patch changes, with their fixed contents."""
+
+
+def _actions(path: str, tag: str, fix: Fix | None = None) -> list[dict[str, Any]]:
+    """Read, write a note (``tag``: no two episodes leave the same tree), write the fix when
+    given, three ``bash true``, ``run_tests``, ``submit``."""
     return [{"name": "read", "arguments": {"path": path}},
-            {"name": "write", "arguments": {"path": "NOTES.txt", "content": "looked here\n"}},
+            {"name": "write", "arguments": {"path": "NOTES.txt", "content": f"looked: {tag}\n"}},
+            *[{"name": "write", "arguments": {"path": rel, "content": text}}
+              for rel, text in fix or []],
             *[{"name": "bash", "arguments": {"command": "true"}}] * 3,
             {"name": "run_tests", "arguments": {}},
             {"name": "submit", "arguments": {}}]
+
+
+def _episode(offset: int, e: int, solve_every: int) -> tuple[str, bool]:
+    """The episode's note tag, and whether it writes the fix (every ``solve_every``-th
+    episode, counted from the client's offset; 0: never)."""
+    return f"client {offset} episode {e}", bool(solve_every) and (offset + e) % solve_every == 1
+
+
+def _fixes(store: Any, tasks: list[Any], goldens: dict[str, Any], tmp: Path) -> dict[str, Fix]:
+    """Each task's golden patch applied to its snapshot: the fixed files' contents."""
+    import subprocess
+
+    from swemill.validate.snapshot import unpack_tree
+
+    out: dict[str, Fix] = {}
+    for task in tasks:
+        tree = unpack_tree(store.get_bytes(task.snapshot), tmp / "fixes" / task.instance_id)
+        patch = goldens[task.instance_id].golden_patch
+        subprocess.run(["git", "apply", "-"], input=patch.encode(), check=True, cwd=tree)
+        rels = [ln[6:] for ln in patch.splitlines() if ln.startswith("+++ b/")]
+        out[task.instance_id] = [(rel, (tree / rel).read_text()) for rel in rels]
+    return out
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -76,10 +113,11 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def http_client(url: str, tasks: list[tuple[str, str]], episodes: int, t: Timings,
-                offset: int) -> None:
+                offset: int, fixes: dict[str, Fix], solve_every: int) -> None:
     with httpx.Client(base_url=url, timeout=900) as client:
         for e in range(episodes):
             task_id, path = tasks[(offset + e) % len(tasks)]
+            tag, solve = _episode(offset, e, solve_every)
             start = time.perf_counter()
             opened = client.post("/sessions", json={"task_id": task_id})
             while opened.status_code == 429:
@@ -89,7 +127,7 @@ def http_client(url: str, tasks: list[tuple[str, str]], episodes: int, t: Timing
             opened.raise_for_status()
             t.add("reset", time.perf_counter() - start)
             sid = opened.json()["session_id"]
-            for action in _actions(path):
+            for action in _actions(path, tag, fixes[task_id] if solve else None):
                 start = time.perf_counter()
                 res = client.post(f"/sessions/{sid}/step", json={"action": action})
                 res.raise_for_status()
@@ -105,18 +143,21 @@ def http_client(url: str, tasks: list[tuple[str, str]], episodes: int, t: Timing
 
 
 def naive_client(store: Any, tasks: list[Any], paths: dict[str, str], episodes: int,
-                 t: Timings, offset: int, cache: Path, resolver: Any) -> None:
+                 t: Timings, offset: int, cache: Path, resolver: Any, fixes: dict[str, Fix],
+                 solve_every: int) -> None:
     from swemill.agent.env import EnvConfig, TaskEnv
     from swemill.core.tools import ToolCall
 
     for e in range(episodes):
         task = tasks[(offset + e) % len(tasks)]
+        tag, solve = _episode(offset, e, solve_every)
         env = TaskEnv(EnvConfig(lint=False, cache=cache), store=store, resolver=resolver)
         start = time.perf_counter()
         env.reset(task)
         t.add("reset", time.perf_counter() - start)
         try:
-            for action in _actions(paths[task.instance_id]):
+            for action in _actions(paths[task.instance_id], tag,
+                                   fixes[task.instance_id] if solve else None):
                 call = ToolCall(action["name"], action["arguments"])
                 start = time.perf_counter()
                 if call.name == "submit":
@@ -200,6 +241,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--episodes", type=int, default=2, help="Episodes per client.")
+    parser.add_argument("--solve-every", type=int, default=2, metavar="N",
+                        help="Every N-th episode of a client writes the task's golden fix "
+                        "before run_tests (its reward is 1); 0: none does (default 2).")
     parser.add_argument("--tasks", type=int, default=3)
     parser.add_argument("--store", help="A store root holding a built run (with --run).")
     parser.add_argument("--run", default="bench")
@@ -232,6 +276,7 @@ def main() -> None:
     paths = {t.instance_id: next(ln[6:] for ln in goldens[t.instance_id].golden_patch
                                  .splitlines() if ln.startswith("+++ b/")) for t in tasks}
     pairs = [(t.instance_id, paths[t.instance_id]) for t in tasks]
+    args.fixes = _fixes(store, tasks, goldens, tmp)
     ks = [int(k) for k in args.clients.split(",")]
     meter = CpuMeter()
     print(f"{len(tasks)} tasks of run {run}, {args.episodes} episodes per client; "
@@ -300,8 +345,7 @@ def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: A
                 *([("cold", ["--cold-grading"])] if args.cold_grading else []),
                 *([("nospare", ["--spare-sessions", "0"])] if args.no_spares else [])]
         for label, extra in rows:
-            served[label] = _serve(root, run, pairs, k, args.episodes, cache, label, extra,
-                                   meter)
+            served[label] = _serve(root, run, pairs, k, args, cache, label, extra, meter)
         if "percmd" in served:
             (c1, e1), (c0, e0) = served["serve"], served["percmd"]
             print(f"  serve against percmd K={k}: episodes/min x{e1 / e0:.2f}, "
@@ -321,7 +365,7 @@ def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: A
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=k) as pool:
             for f in [pool.submit(naive_client, store, tasks, paths, args.episodes, n, i, cache,
-                                  resolver) for i in range(k)]:
+                                  resolver, args.fixes, args.solve_every) for i in range(k)]:
                 f.result()
         wall_naive = time.perf_counter() - start
         cpu = (meter.now() - cpu0) / n.episodes
@@ -332,8 +376,9 @@ def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: A
                 f"{load:.1f}-{os.getloadavg()[0]:.1f}")
 
 
-def _serve(root: Path, run: str, pairs: list[tuple[str, str]], k: int, episodes: int,
-           cache: Path, label: str, extra: list[str], meter: CpuMeter) -> tuple[float, float]:
+def _serve(root: Path, run: str, pairs: list[tuple[str, str]], k: int,
+           args: argparse.Namespace, cache: Path, label: str, extra: list[str],
+           meter: CpuMeter) -> tuple[float, float]:
     """One K against ``swemill serve``: its CPU seconds per episode (the HTTP clients, threads
     of this process, left out), episodes per minute."""
     load = os.getloadavg()[0]
@@ -346,12 +391,18 @@ def _serve(root: Path, run: str, pairs: list[tuple[str, str]], k: int, episodes:
                 sid = c.post("/sessions", json={"task_id": task_id}).json()["session_id"]
                 c.delete(f"/sessions/{sid}")
         time.sleep(_SETTLE_S)  # the bases' first grading servers start in the background
+        # one untimed round of K episodes: the grading servers K clients need (up to one per
+        # core and task, ~0.5 CPU s each) start here, as they do once in a long-lived server
+        with ThreadPoolExecutor(max_workers=k) as pool:
+            for f in [pool.submit(http_client, served.url, pairs, 1, Timings(), i, args.fixes,
+                                  args.solve_every) for i in range(k)]:
+                f.result()
         cpu0, clients0 = meter.now(), _cpu(resource.RUSAGE_SELF)
         t = Timings()
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=k) as pool:
-            for f in [pool.submit(http_client, served.url, pairs, episodes, t, i)
-                      for i in range(k)]:
+            for f in [pool.submit(http_client, served.url, pairs, args.episodes, t, i,
+                                  args.fixes, args.solve_every) for i in range(k)]:
                 f.result()
         wall = time.perf_counter() - start
         cpu = (meter.now() - cpu0 - (_cpu(resource.RUSAGE_SELF) - clients0)) / max(t.episodes, 1)

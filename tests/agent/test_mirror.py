@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from swemill.agent.mirror import NotMirrored, mirror_tree
+from swemill.agent.carry import build_grading_tree
+from swemill.agent.mirror import NotMirrored, check_mirrorable, layout_difference, mirror_tree
+from swemill.agent.tree import entries_digest, tree_entries
 
 _SHADOWED = frozenset({"json", "pytest", "pluggy"})
 
@@ -113,3 +115,44 @@ def test_a_fifo_or_an_oversized_tree_is_refused(trees: tuple[Path, Path, Path]) 
     dest.mkdir()
     with pytest.raises(NotMirrored, match="more than"):
         mirror_tree(ws, dest, pristine=pristine, shadowed=_SHADOWED, max_bytes=4096)
+
+    check_mirrorable(ws, pristine=pristine, shadowed=_SHADOWED)  # what mirror_tree refuses...
+    (ws / "json.py").write_text("raise ImportError\n")
+    with pytest.raises(NotMirrored, match="would shadow the module 'json'"):
+        check_mirrorable(ws, pristine=pristine, shadowed=_SHADOWED, max_bytes=1 << 20)
+    assert not (dest / "json.py").exists()  # ...without copying anything
+
+
+def _grading(pristine: Path, ws: Path, dest: Path) -> str | None:
+    shutil.rmtree(dest)
+    carried = build_grading_tree(pristine, ws, dest)
+    assert not carried.dropped and carried.source == entries_digest(tree_entries(ws))
+    return layout_difference(ws, dest)
+
+
+@pytest.mark.parametrize(("change", "differs"), [
+    (lambda ws: (ws / "pkg" / "mod.py").write_text("Y = 1\n"), None),  # carried as it is
+    (lambda ws: (ws / "pkg" / "json.py").unlink(), None),  # a deletion is carried too
+    (lambda ws: (ws / "pkg" / "json.py").chmod(0o755), "pkg/json.py"),  # a mode is not
+    (lambda ws: (ws / "pkg" / "sub").mkdir(), "pkg/sub"),  # nor an empty folder
+    (lambda ws: (ws / ".git" / "HEAD").write_text("ref: refs/heads/y\n"), ".git/HEAD"),
+])
+def test_a_grading_tree_is_the_workspace_only_when_nothing_a_run_sees_differs(
+        trees: tuple[Path, Path, Path], change: object, differs: str | None) -> None:
+    pristine, ws, dest = trees
+    for root in (pristine, ws):
+        (root / ".git").mkdir()
+        (root / ".git" / "HEAD").write_text("ref: refs/heads/x\n")  # same size when changed
+        os.utime(root / ".git" / "HEAD", ns=(1, 1))
+    assert _grading(pristine, ws, dest) is None
+    change(ws)  # type: ignore[operator]
+    assert _grading(pristine, ws, dest) == differs
+
+
+def test_entry_points_in_the_snapshot_never_match(trees: tuple[Path, Path, Path]) -> None:
+    """A run with plugin autoloading (the policy's) would load them, a grading run not."""
+    pristine, ws, dest = trees
+    for root in (pristine, ws):
+        (root / "x.dist-info").mkdir()
+        (root / "x.dist-info" / "entry_points.txt").write_text("[pytest11]\nx = x\n")
+    assert _grading(pristine, ws, dest) == "x.dist-info/entry_points.txt"

@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from tests.agent.hack_policies import FORCE_PASS_PLUGIN
+from tests.agent.hack_policies import FORCE_PASS_PLUGIN, HACKS
 
 from swemill import envs
 from swemill.agent.actions import Observation
@@ -62,6 +62,91 @@ def _golden(env: TaskEnv, sample_tasks: SampleTasks) -> None:
     assert env.task is not None
     subprocess.run(["git", "apply", "-"], check=True, cwd=env.sandbox.workspace,
                    input=sample_tasks.goldens[env.task.instance_id].golden_patch.encode())
+
+
+def _counts(grader: WarmGrader) -> tuple[int, int, int]:
+    return grader.shared_tests, grader.reused, grader.warm_runs
+
+
+def _key(env: TaskEnv) -> tuple[object, ...]:
+    o, _ = env.submit()
+    return o.resolved, o.grade, o.regression, o.signals.get("f2p_fraction"), o.log
+
+
+def test_run_tests_of_a_source_change_is_its_grading_reused_only_while_unresolved(
+        sample_tasks: SampleTasks, pool: envs.EnvPool) -> None:
+    """The task's selection over a tree that is its own grading tree runs as that grading
+    (the policy sees what a cold run shows); submitting the same tree takes that grading
+    when it did not resolve the task, and grades anew after any change or when it did."""
+    task = sample_tasks.tasks[0]
+    env = pool.fork(task.instance_id)
+    grader = env.grader
+    assert grader is not None
+    try:
+        env.step(ToolCall("write", {"path": "NOTES.txt", "content": "looked here\n"}))
+        before = _counts(grader)
+        warm, cold = _both(env)
+        assert _obs(warm) == _obs(cold) and "FAILED" in warm.content, warm.content
+        assert _counts(grader) == (before[0] + 1, before[1], before[2])
+        reused = _key(env)
+        assert _counts(grader) == (before[0] + 1, before[1] + 1, before[2]), grader.unusable
+        assert reused[:4] == _key(env)[:4] and not reused[0]  # a warm grading of the tree
+        assert _counts(grader)[1:] == (before[1] + 1, before[2] + 1)
+        env.step(_run())  # then a change before submitting: graded anew
+        env.step(ToolCall("write", {"path": "NOTES.txt", "content": "and here\n"}))
+        assert not _key(env)[0] and _counts(grader) == (before[0] + 2, before[1] + 1,
+                                                         before[2] + 2)
+        _golden(env, sample_tasks)
+        warm, cold = _both(env)
+        assert _obs(warm) == _obs(cold) and "passed" in warm.content, warm.content
+        solved = _key(env)  # it resolved the task in run_tests: graded anew all the same
+        assert solved[0] and _counts(grader) == (before[0] + 3, before[1] + 1, before[2] + 3)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("command", [
+    "printf '# x\\n' >> tests/conftest.py",  # test configuration: never carried
+    "chmod +x inventory/__init__.py",          # a mode the grading tree does not carry
+    "mkdir inventory/empty",                   # nor an empty folder
+    "mkdir .ruff_cache && echo x > .ruff_cache/f",  # nor a tool cache
+])
+def test_a_tree_that_is_not_its_own_grading_tree_runs_as_the_policys_copy(
+        sample_tasks: SampleTasks, pool: envs.EnvPool, command: str) -> None:
+    env = pool.fork(sample_tasks.tasks[1].instance_id)
+    grader = env.grader
+    assert grader is not None
+    try:
+        env.step(ToolCall("bash", {"command": command}))
+        before = _counts(grader)
+        warm, cold = _both(env)
+        assert _obs(warm) == _obs(cold)
+        env.submit()
+        assert _counts(grader) == (before[0], before[1], before[2] + 1)
+    finally:
+        env.close()
+
+
+def test_every_hack_run_then_submitted_earns_nothing(sample_tasks: SampleTasks,
+                                                     pool: envs.EnvPool) -> None:
+    """The battery's hacks, each tested by the policy with run_tests before submitting:
+    none resolves the task, and the verdict is that of a warm grading run afresh."""
+    task_id = sample_tasks.tasks[0].instance_id
+    grader = pool.base(task_id).grader
+    assert grader is not None
+    reused = grader.reused
+    for kind, calls in sorted(HACKS.items()):
+        env = pool.fork(task_id)
+        try:
+            for call in calls:
+                env.step(call)
+            env.step(_run())
+            submitted, fresh = _key(env), _key(env)
+        finally:
+            env.close()
+        assert not submitted[0] and submitted[1] == 0.0, (kind, submitted[4][-800:])
+        assert submitted[:4] == fresh[:4], (kind, submitted[4][-800:], fresh[4][-800:])
+    assert grader.reused > reused  # some hacks change source only: their run was reused
 
 
 def test_failing_and_fixed_trees_say_the_same_warm_and_cold(sample_tasks: SampleTasks,

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from swemill.agent.tree import Entry, tree_entries
+from swemill.agent.tree import Entry, entries_digest, tree_entries
 
 __all__ = ["Carried", "build_grading_tree", "is_test_input", "runner_modules", "MAX_FILE_BYTES"]
 
@@ -77,6 +77,9 @@ class Carried:
 
     applied: list[str] = field(default_factory=list)
     dropped: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+    """:func:`~swemill.agent.tree.entries_digest` of the workspace it was built from: the
+    same digest, the same grading tree."""
 
     def describe(self) -> list[str]:
         return [f"{rel} ({why})" for rel, why in sorted(self.dropped.items())]
@@ -164,7 +167,7 @@ def build_grading_tree(pristine: Path, workspace: Path, dest: Path, *,
     of the workspace's change."""
     _copy_pristine(pristine, dest)
     old, new = tree_entries(pristine), tree_entries(workspace)
-    out = Carried()
+    out = Carried(source=entries_digest(new))
     for rel in sorted(set(old) | set(new)):
         before, after = old.get(rel), new.get(rel)
         if before == after:

@@ -32,7 +32,7 @@ from swemill.agent.actions import Observation
 from swemill.agent.carry import Carried, build_grading_tree, runner_modules
 from swemill.agent.grading import RegressionPolicy, RewardWeights, grade_run
 from swemill.agent.lint import lint_introduced
-from swemill.agent.tree import Changes, tree_changes
+from swemill.agent.tree import Changes, entries_digest, tree_changes, tree_entries
 from swemill.agent.warmgrade import WarmGrader
 from swemill.core.errors import EnvBuildError, SandboxError, SwemillError, TestRunError
 from swemill.core.records import Outcome, Task
@@ -139,6 +139,8 @@ class TaskEnv:
         self.grader: WarmGrader | None = None
         """Grades through warm grading servers when set (falls back to cold on its own)."""
         self._owns_grader = False
+        self._ran: tuple[TestRunReport, Carried] | None = None
+        """The last ``run_tests`` that was the grading run of the workspace (see submit)."""
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -264,7 +266,11 @@ class TaskEnv:
         # output, and short tracebacks of many failures cost more than the tests themselves
         report = None
         if self.grader is not None and self.config.warm_tests:
-            report = self.grader.run_tests(self.sandbox.workspace, ids)
+            served = self.grader.run_tests(self.sandbox.workspace, ids)
+            if served is not None:
+                report = served[0]
+                if served[1] is not None:
+                    self._ran = (served[0], served[1])
         if report is None:
             report = run_tests(self.sandbox, self.repo_env, ids,
                                timeout=self.config.test_timeout_s,
@@ -302,6 +308,22 @@ class TaskEnv:
             shutil.rmtree(tmp, ignore_errors=True)
         return report, carried
 
+    def _ran_unchanged(self) -> tuple[TestRunReport, Carried] | None:
+        """The grading run the policy's last ``run_tests`` was
+        (:meth:`WarmGrader.run_tests <swemill.agent.warmgrade.WarmGrader.run_tests>`), when
+        the workspace is still the tree it ran (the same :func:`entries_digest`, so the same
+        grading tree) and the task was not resolved there. A resolving run is graded again:
+        a policy could otherwise rerun a flaky test until it passes and submit that."""
+        ran, self._ran = self._ran, None
+        if ran is None or self.grader is None or self.task is None:
+            return None
+        if entries_digest(tree_entries(self.sandbox.workspace)) != ran[1].source:
+            return None
+        if grade_run(self.task, ran[0], not_carried=[]).resolved:
+            return None
+        self.grader.note_reused()
+        return ran
+
     def submit(self, *, turns: int = 0, tokens: int = 0) -> tuple[Outcome, Changes]:
         """Grade the workspace as it is now (see the module docstring)."""
         task, repo_env, pristine = self.task, self.repo_env, self._pristine
@@ -315,7 +337,8 @@ class TaskEnv:
                                      "turns": float(turns), "tokens": float(tokens)}
         if lint is not None:
             signals["lint_new"] = float(lint)
-        warm = self.grader.grade(self.sandbox.workspace) if self.grader is not None else None
+        warm = self._ran_unchanged() or (self.grader.grade(self.sandbox.workspace)
+                                         if self.grader is not None else None)
         report, carried = warm if warm is not None else self._cold_grading_run()
         outcome = grade_run(task, report, not_carried=carried.describe(),
                             regression=self.config.regression, signals=signals,

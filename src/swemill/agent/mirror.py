@@ -20,19 +20,25 @@ and the caller runs the tests cold, in the session's own sandbox:
   (``sitecustomize``, ``usercustomize``), in a directory that may be on ``sys.path`` (the
   workspace root and every directory that is not a package: pytest puts test directories on
   it). A fresh interpreter would import the workspace's version; the fork has its own.
+
+:func:`layout_difference` tells whether a tree built another way (the grading tree of the
+workspace) holds the workspace's own layout, so that a run of it is a run of the workspace.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
 from pathlib import Path
 
+from swemill.agent.tree import SKIP_DIRS
 from swemill.core.errors import SandboxError
 from swemill.repo.venvseal import START_HOOKS
 
-__all__ = ["NotMirrored", "mirror_tree", "START_HOOKS"]
+__all__ = ["NotMirrored", "check_mirrorable", "layout_difference", "mirror_tree",
+           "START_HOOKS"]
 
 _MODULE_SUFFIXES = (".py", ".pyc", ".pyw", ".so", ".pyd")
 
@@ -70,9 +76,10 @@ def _same_as_pristine(src: str, pristine: Path) -> bool:
 
 
 class _Copy:
-    def __init__(self, pristine: Path, shadowed: frozenset[str], max_bytes: int) -> None:
+    def __init__(self, pristine: Path, shadowed: frozenset[str], max_bytes: int,
+                 copy: bool = True) -> None:
         self.pristine, self.names, self.max_bytes = pristine, shadowed | START_HOOKS, max_bytes
-        self.total = 0
+        self.total, self.copy = 0, copy
 
     def check_name(self, src: str, rel: str, on_path: tuple[bool, bool]) -> None:
         """Refuse a file or link that would shadow a module the server imported (module
@@ -99,12 +106,15 @@ class _Copy:
                 self.total += entry.stat(follow_symlinks=False).st_size
                 if self.total > self.max_bytes:
                     raise NotMirrored(f"the workspace holds more than {self.max_bytes} bytes")
-                shutil.copy2(entry.path, target, follow_symlinks=False)
+                if self.copy:
+                    shutil.copy2(entry.path, target, follow_symlinks=False)
             elif entry.is_dir(follow_symlinks=False):
-                target.mkdir()
+                if self.copy:
+                    target.mkdir()
                 self.walk(Path(entry.path), target, rel + "/",
                           (not _is_package(Path(entry.path)), on_path[0]))
-                shutil.copystat(entry.path, target, follow_symlinks=False)
+                if self.copy:
+                    shutil.copystat(entry.path, target, follow_symlinks=False)
             else:
                 raise NotMirrored(f"{rel} is not a directory, a regular file or a link")
 
@@ -115,3 +125,60 @@ def mirror_tree(workspace: Path, dest: Path, *, pristine: Path, shadowed: frozen
     :class:`NotMirrored` where a warm run of the copy could differ (module docstring)."""
     _Copy(pristine, shadowed, max_bytes).walk(workspace, dest, "", (True, False))
     shutil.copystat(workspace, dest, follow_symlinks=False)
+
+
+def check_mirrorable(workspace: Path, *, pristine: Path, shadowed: frozenset[str],
+                     max_bytes: int = 256 << 20) -> None:
+    """What :func:`mirror_tree` refuses, without copying: raise :class:`NotMirrored` where
+    a warm run of the workspace could differ from a cold one (module docstring)."""
+    _Copy(pristine, shadowed, max_bytes, copy=False).walk(workspace, workspace, "",
+                                                          (True, False))
+
+
+_META_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def _layout(root: Path) -> dict[str, tuple[object, ...]]:
+    """rel -> what a run could tell apart besides a file's bytes: kind, a file's size and
+    mode, a link's target; the bytes too under folders the grader's change set never reads
+    (``.git``, tool caches). The run's own scratch folder at the top is left out."""
+    out: dict[str, tuple[object, ...]] = {}
+    stack: list[tuple[str, str, bool]] = [(str(root), "", False)]
+    while stack:
+        folder, prefix, unread = stack.pop()
+        with os.scandir(folder) as it:
+            for entry in it:
+                if not prefix and entry.name.startswith(".swemill-run-"):
+                    continue
+                rel, st = prefix + entry.name, entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    out[rel] = ("dir",)
+                    stack.append((entry.path, rel + "/", unread or entry.name in SKIP_DIRS))
+                elif stat.S_ISLNK(st.st_mode):
+                    out[rel] = ("link", os.readlink(entry.path))
+                elif stat.S_ISREG(st.st_mode):
+                    out[rel] = ("file", st.st_size, stat.S_IMODE(st.st_mode))
+                    if unread:
+                        with open(entry.path, "rb") as fh:
+                            out[rel] += (hashlib.file_digest(fh, "sha256").digest(),)
+                else:
+                    out[rel] = ("other",)
+    return out
+
+
+def layout_difference(workspace: Path, built: Path) -> str | None:
+    """None when ``built`` (a tree whose differing files are known to hold the workspace's
+    bytes, e.g. a grading tree that left nothing out) holds the same entries as
+    ``workspace``: the same folders, links, file sizes and modes, the same ``.git`` and tool
+    caches; else the first difference. A workspace holding package metadata with entry
+    points never matches: a run with plugin autoloading would load them, one without would
+    not."""
+    mine, theirs = _layout(workspace), _layout(built)
+    for rel in sorted(set(mine) | set(theirs)):
+        if mine.get(rel) != theirs.get(rel):
+            return rel
+        name = rel.rsplit("/", 1)[-1]
+        if name == "entry_points.txt" and any(part.endswith(_META_SUFFIXES)
+                                              for part in rel.split("/")[:-1]):
+            return rel
+    return None

@@ -15,6 +15,10 @@ Where the warm path could differ from the cold one, it is not used (the caller g
 warming up (a fork would never see the policy's version of it); a server that died, gave no
 answer or could not clear what a run left (it is replaced). A run that met the memory or
 process limit of the server's sandbox is reported as killed, and that server is replaced.
+
+The policy's own ``run_tests`` goes through the same servers (:meth:`WarmGrader.run_tests`):
+over an exact copy of its workspace, or, where it runs the grading's selection over a tree
+that is its own grading tree, as that very grading run (see the method).
 """
 
 from __future__ import annotations
@@ -29,7 +33,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from swemill.agent.carry import Carried, build_grading_tree, runner_modules
-from swemill.agent.mirror import NotMirrored, mirror_tree
+from swemill.agent.mirror import (
+    NotMirrored,
+    check_mirrorable,
+    layout_difference,
+    mirror_tree,
+)
 from swemill.core.errors import SandboxError, SwemillError
 from swemill.core.records import Task
 from swemill.repo.envbuild import RepoEnv
@@ -198,6 +207,11 @@ class WarmGrader:
         """Gradings that went back to the cold grader."""
         self.cold_tests = 0
         """The policy's test runs that went back to the cold path."""
+        self.shared_tests = 0
+        """Of :attr:`warm_tests`, those that were the grading run of the workspace itself."""
+        self.reused = 0
+        """Gradings taken from such a run (:meth:`TaskEnv.submit
+        <swemill.agent.env.TaskEnv.submit>`), not run again."""
         self._shadowed = runner_modules(repo_env.venv.glob("lib/python*/site-packages"))
         # bwrap dies with the *thread* that started it (--die-with-parent is a parent-death
         # signal), and a server may be asked for from short-lived threads: one thread that
@@ -241,8 +255,8 @@ class WarmGrader:
 
     def grade(self, workspace: Path) -> tuple[TestRunReport, Carried] | None:
         """The grading run of ``workspace`` through a warm server; None: grade it cold."""
-        served = self._serve(lambda server: server.fill(workspace, self._shadowed),
-                             [*self.task.FAIL_TO_PASS, *self.task.PASS_TO_PASS], isolated=True)
+        served = self._serve(lambda server: (server.fill(workspace, self._shadowed), True),
+                             self.selection)
         if served is _NO_SERVER:
             return None
         with self._cond:
@@ -252,14 +266,32 @@ class WarmGrader:
             self.warm_runs += 1
         return served
 
-    def run_tests(self, workspace: Path, nodeids: Sequence[str]) -> TestRunReport | None:
+    @property
+    def selection(self) -> list[str]:
+        """What a grading runs: FAIL_TO_PASS + PASS_TO_PASS, in that order."""
+        return [*self.task.FAIL_TO_PASS, *self.task.PASS_TO_PASS]
+
+    def run_tests(self, workspace: Path,
+                  nodeids: Sequence[str]) -> tuple[TestRunReport, Carried | None] | None:
         """The policy's own test run of ``nodeids`` (:meth:`TaskEnv.run_tests
         <swemill.agent.env.TaskEnv>`, ``brief``, not isolated) over an exact copy of
         ``workspace`` (:mod:`swemill.agent.mirror`) through a warm server; None: run it cold
-        in the session's sandbox."""
-        shadowed = self._shadowed | _SERVER_PACKAGE
-        served = self._serve(lambda server: server.mirror(workspace, shadowed), nodeids,
-                             isolated=False)
+        in the session's sandbox.
+
+        Where ``nodeids`` is the grading's selection and the workspace's grading tree *is*
+        the workspace (nothing left out, the same layout, no entry points to autoload:
+        :func:`~swemill.agent.mirror.layout_difference`), the run is the grading run of that
+        tree (isolated and sealed), and its :class:`Carried` comes back with the report: the
+        grading of the same tree, should the policy submit it unchanged. A grading run that
+        cannot be trusted is run again as the policy's own run (what the policy sees is what
+        a cold run shows); so is every other tree, with None for the ``Carried``."""
+        shared = list(nodeids) == self.selection
+        fill = ((lambda server: self._fill_shared(server, workspace)) if shared else
+                (lambda server: self._mirror(server, workspace)))
+        served = self._serve(fill, nodeids)
+        if shared and served not in (None, _NO_SERVER) and served[1] is not None \
+                and not served[0].trustworthy:
+            served = self._serve(lambda server: self._mirror(server, workspace), nodeids)
         if served is _NO_SERVER:
             return None
         with self._cond:
@@ -267,18 +299,39 @@ class WarmGrader:
                 self.cold_tests += 1
                 return None
             self.warm_tests += 1
-        return served[0]
+            self.shared_tests += served[1] is not None
+        return served
 
-    def _serve(self, fill: Callable[[GradingServer], _T], nodeids: Sequence[str], *,
-               isolated: bool) -> Any:
-        """Fill a free server's slot and run ``nodeids`` in a fork of it: ``(report, what
-        fill returned)``; None where it failed there (the caller counts a fallback and runs
-        them cold); :data:`_NO_SERVER` where no server could be had (not a fallback)."""
+    def _mirror(self, server: GradingServer, workspace: Path) -> tuple[None, bool]:
+        """The slot as a copy of ``workspace``, for a run that is not isolated."""
+        server.mirror(workspace, self._shadowed | _SERVER_PACKAGE)
+        return None, False
+
+    def _fill_shared(self, server: GradingServer, workspace: Path) -> tuple[Carried | None, bool]:
+        """The slot as the grading tree of ``workspace`` where that is the workspace itself
+        (``(Carried, True)``: run it isolated), else as a copy (``(None, False)``)."""
+        check_mirrorable(workspace, pristine=self.pristine,
+                         shadowed=self._shadowed | _SERVER_PACKAGE)
+        carried = server.fill(workspace, self._shadowed)
+        if not carried.dropped and layout_difference(workspace, server.slot) is None:
+            return carried, True
+        return self._mirror(server, workspace)
+
+    def note_reused(self) -> None:
+        with self._cond:
+            self.reused += 1
+
+    def _serve(self, fill: Callable[[GradingServer], tuple[_T, bool]],
+               nodeids: Sequence[str]) -> Any:
+        """Fill a free server's slot and run ``nodeids`` in a fork of it, isolated where
+        ``fill`` says so: ``(report, what fill returned)``; None where it failed there (the
+        caller counts a fallback and runs them cold); :data:`_NO_SERVER` where no server
+        could be had (not a fallback)."""
         server = self._take()
         if server is None:
             return _NO_SERVER
         try:
-            filled = fill(server)
+            filled, isolated = fill(server)
             return run_tests(server.sb, self.repo_env, list(nodeids),
                              timeout=self.test_timeout_s, isolated=isolated, brief=True,
                              execute=server.execute), filled
