@@ -46,12 +46,61 @@ def test_param(x): assert x == 1
 '''
 
 
-def run(tmp_path: Path, select: list[str] | None = None, tb: str = "auto") -> tuple[str, int]:
+# failures raised below the test function: in a helper, under a hidden frame, in a
+# recursion, in a fixture, and pytest.fail without a traceback
+_HELPER = '''import pytest
+
+
+def deep(n):
+    if n == 0:
+        raise KeyError("bottom of the helper")
+    return deep(n - 1)
+
+
+def hidden():
+    __tracebackhide__ = True
+    raise ValueError("raised in a hidden frame")
+
+
+def forever(n):
+    return forever(n + 1)
+
+
+def quiet_fail():
+    pytest.fail("failed on purpose", pytrace=False)
+'''
+
+_DEEP = '''import pytest
+from helper import deep, forever, hidden, quiet_fail
+
+
+@pytest.fixture
+def exploding():
+    deep(3)
+
+
+def test_deep(): deep(5)
+def test_hidden(): hidden()
+def test_recursion(): forever(0)
+def test_quiet(): quiet_fail()
+def test_fixture(exploding): pass
+def test_compare(): assert [1, 2, 3] == [1, 2, 4]
+'''
+
+_COUNT_ENTRIES = '''def pytest_runtest_logreport(report):
+    if report.when == "call" and report.failed and hasattr(report.longrepr, "reprtraceback"):
+        with open("entries.txt", "a") as fh:
+            fh.write("%s %d\\n" % (report.nodeid, len(report.longrepr.reprtraceback.reprentries)))
+'''
+
+
+def run(tmp_path: Path, select: list[str] | None = None, tb: str = "auto",
+        **extra: str) -> tuple[str, int]:
     (tmp_path / "test_mod.py").write_text(textwrap.dedent(SUITE))
     (tmp_path / "test_broken_import.py").write_text("import no_such_module_here\n")
     report = tmp_path / "report.jsonl"
     env = {"SWEMILL_REPORT": str(report), "SWEMILL_NONCE": "abc", "PATH": "/usr/bin:/bin",
-           "PYTHONDONTWRITEBYTECODE": "1"}
+           "PYTHONDONTWRITEBYTECODE": "1", **extra}
     args = ["--continue-on-collection-errors", f"--tb={tb}"]
     if select is not None:
         (tmp_path / "select.txt").write_text("\n".join(select) + "\n")
@@ -99,16 +148,30 @@ def test_messages_are_the_same_in_every_traceback_style(tmp_path: Path) -> None:
     """Grading runs print one line per failure (``--tb=line``); the messages the reporter
     gives (quoted in grading logs and tool results) are those of a ``--tb=short`` run."""
     reports = {}
-    for tb in ("short", "line"):
+    for tb, extra in (("short", {}), ("line", {}), ("brief", {"SWEMILL_BRIEF": "1"}),
+                      ("guarded", {"SWEMILL_BRIEF": "1", "SWEMILL_GUARD": "1"})):
         (tmp_path / tb).mkdir()
-        text, code = run(tmp_path / tb, tb=tb)
+        (tmp_path / tb / "helper.py").write_text(_HELPER)
+        (tmp_path / tb / "test_deep.py").write_text(_DEEP)
+        (tmp_path / tb / "conftest.py").write_text(_COUNT_ENTRIES)
+        text, code = run(tmp_path / tb, tb="short" if tb == "short" else "line", **extra)
         reports[tb] = parse_report(text, code, nonce="abc")
-    short, line = reports["short"], reports["line"]
-    assert line.trustworthy and line.exit_code == short.exit_code == 1
-    assert {n: (r.outcome, r.message) for n, r in line.results.items()} == \
-        {n: (r.outcome, r.message) for n, r in short.results.items()}
-    assert line.collect_errors == short.collect_errors
-    assert "one is not two" in line.results["test_mod.py::test_fail"].message
+        laid_out = dict(ln.rsplit(" ", 1) for ln in
+                        (tmp_path / tb / "entries.txt").read_text().splitlines())
+        # what changes: the traceback laid out (never printed under --tb=line) is uncut
+        assert (laid_out["test_deep.py::test_deep"] == "1") == (tb in ("brief", "guarded"))
+    short = reports["short"]
+    want = {n: (r.outcome, r.message) for n, r in short.results.items()}
+    for tb in ("line", "brief", "guarded"):  # SWEMILL_BRIEF: the tracebacks are not cut
+        line = reports[tb]
+        assert line.trustworthy and line.exit_code == short.exit_code == 1, (tb, line.problem)
+        assert {n: (r.outcome, r.message) for n, r in line.results.items()} == want, tb
+        assert line.collect_errors == short.collect_errors
+    assert "one is not two" in want["test_mod.py::test_fail"][1]
+    assert "bottom of the helper" in want["test_deep.py::test_deep"][1]
+    assert "hidden frame" in want["test_deep.py::test_hidden"][1]
+    assert "RecursionError" in want["test_deep.py::test_recursion"][1]
+    assert want["test_deep.py::test_fixture"][0] == "error"
 
 
 def _guarded_run(tmp_path: Path, guard: bool) -> tuple[str, int, str]:

@@ -13,7 +13,9 @@ rewritten-test cache; and the run is sealed (``SWEMILL_GUARD``, see
 :mod:`swemill.suite.verdict`). Its output has one line per failure (``--tb=line``): only the
 seal is read from it, and each test's message is the reporter's (the exception line, the same
 in every traceback style), while formatting short tracebacks (reading each frame's source and
-finding its statement) was a third of a grading run's CPU on the sample. The grading tree
+finding its statement) was a third of a grading run's CPU on the sample; such a run also sets
+``SWEMILL_BRIEF``, so the reporter spares pytest cutting each failure's traceback, which it
+would lay out and never print (:mod:`swemill.suite.pytest_plugin`). The grading tree
 itself holds no bytecode cache (:mod:`swemill.agent.carry`). ``PYTHONPYCACHEPREFIX`` is not
 used: it would make every module, the standard library's included, compile from source
 (+1.3 s per run on the sample); a warm grading server serves the pristine tree's compiled
@@ -134,7 +136,10 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
         plugins = env_plugins(env)
         env_vars.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1",
                         SWEMILL_GUARD="1")
-    argv = pytest_argv(env, sb.workdir, paths, plugins, tb="line" if isolated or brief else "short")
+    tb = "line" if isolated or brief else "short"
+    if tb == "line":
+        env_vars["SWEMILL_BRIEF"] = "1"  # the reporter skips cutting tracebacks never printed
+    argv = pytest_argv(env, sb.workdir, paths, plugins, tb=tb)
     try:
         res = (execute(argv, env_vars, timeout) if execute is not None else
                sb.exec(argv, timeout=timeout, env=env_vars, cwd=sb.workdir))
