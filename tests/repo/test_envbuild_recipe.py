@@ -303,3 +303,18 @@ def test_pdm_and_poetry_test_groups_are_installed(tmp_path: Path) -> None:
         freezegun = "^1.2"
         """}))
     assert r.packages == ["freezegun"]
+
+
+def test_a_requirements_line_naming_the_project_itself_asks_for_its_test_extras(
+        tmp_path: Path) -> None:
+    # jsonpickle 3.3.0's requirements-dev.txt is `.[dev,docs,testing]`: it was passed to uv
+    # as a package, which refused it ("Building source distributions is disabled") and the run
+    # said the tests ran without it; the `testing` extra it names is what the tests need
+    r = detect_recipe(write(tmp_path, {
+        "requirements-dev.txt": ".[dev,docs,testing]\nresponses\n",
+        "setup.py": "from setuptools import setup\nsetup(name='p')\n"}))
+    assert r.packages == ["responses"]
+    assert r.extras == ["testing"]
+    # in a test requirements file too (its local lines are dropped at install)
+    r = detect_recipe(write(tmp_path / "t", {"requirements-test.txt": "-e .[test,docs]\nmock\n"}))
+    assert r.requirement_files == ["requirements-test.txt"] and r.extras == ["test"]

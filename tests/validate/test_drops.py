@@ -124,6 +124,10 @@ def test_lines_and_exit_codes() -> None:
     assert exit_meaning(42).startswith("exit 42 (not a pytest exit code")
     assert first_error("x\nE   assert 1 == 2\nE    + where\n") == "assert 1 == 2"
     assert first_error("") == ""
+    internal = ("INTERNALERROR> Traceback (most recent call last):\n"
+                "INTERNALERROR>   File \"runner.py\", line 422, in make_collect_report\n"
+                "INTERNALERROR> AssertionError: 'Skipped: numpy is not available'\n1 error\n")
+    assert first_error(internal) == "AssertionError: 'Skipped: numpy is not available'"
     # a reason under half the candidates gets no advice, only the top reasons
     few = summarize(_rows("no test failed", "no_fail_to_pass", 2, 6))
     assert few.advice is None and few.lines() == [

@@ -129,3 +129,23 @@ def test_only_flaky_failures_are_a_flaky_drop_and_golden_runs_are_counted() -> N
                repeats=[hung], golden_runs=ok_runs(a="passed", b="passed"),
                selected=["t::a", "t::b"])
     assert (v.reason, v.detail) == ("timeout", "broken tree, run 2")
+
+
+def test_an_untrusted_run_says_its_exit_code_and_pytests_internal_error() -> None:
+    # jsonpickle 3.3.0: 29 candidates were dropped as "broken tree: report and exit code
+    # disagree", and the summary blamed a plugin or conftest; the runs had ended in an
+    # INTERNALERROR of swemill's outcomes-only runs (exit 3), which the line now shows
+    log = ("exit 3, 1 outcomes\nINTERNALERROR> Traceback (most recent call last):\n"
+           "INTERNALERROR>   File \"runner.py\", line 422, in pytest_make_collect_report\n"
+           "INTERNALERROR> AssertionError: 'Skipped: numpy is not available'\n1 error in 0.6s\n")
+    broken = RunEvidence({"t::a": "failed"}, exit_code=1)
+    whole = RunEvidence({"t::a": "failed"}, exit_code=3, trusted=False, log=log)
+    v = decide(baseline=BASE, applied=True, imports=True, broken=broken, repeats=[whole],
+               golden_runs=ok_runs(a="passed", b="passed"), selected=["t::a", "t::b"])
+    assert v.reason == "untrusted_log"
+    assert v.detail == ("broken tree, run 2: report and exit code disagree, exit 3: "
+                        "AssertionError: 'Skipped: numpy is not available'")
+    quiet = RunEvidence({"t::a": "failed"}, exit_code=0, trusted=False, log="exit 0, 1 outcomes")
+    v = decide(baseline=BASE, applied=True, imports=True, broken=quiet,
+               golden_runs=ok_runs(a="passed"), selected=["t::a"])
+    assert v.detail == "broken tree: report and exit code disagree, exit 0"

@@ -288,3 +288,27 @@ def test_reports_through_an_edited_module_are_a_fresh_runs(
     moved = lines.index('        raise ZeroDivisionError("no scale")') + 1
     assert f"shapes.py:{raised}: in area" in hot["messages"][ids[0]]
     assert f"shapes.py:{moved}: in scale" in hot["messages"][ids[1]]
+
+
+@pytest.mark.slow
+def test_outcomes_only_runs_take_a_module_skipped_at_import_as_a_fresh_run_does(
+        server: tuple[Server, Path]) -> None:
+    # jsonpickle 3.3.0: tests/numpy_test.py skips itself at import when numpy does not load;
+    # every outcomes-only run of its whole suite (the broken tree's repeats, golden runs)
+    # ended in pytest's INTERNALERROR, exit 3, and 38 of 56 candidates were dropped
+    srv, root = server
+    (root / "lib.py").write_text(LIB)
+    (root / "test_lib.py").write_text(TESTS.replace("== 4", "== 5"))
+    (root / "test_optional.py").write_text(
+        "import pytest\n\npytest.importorskip('swemill_absent_module')\n\n\n"
+        "def test_never():\n    pass\n")
+    (root / "test_unit_skip.py").write_text(
+        "import unittest\n\nraise unittest.SkipTest('not here')\n")
+    fresh = srv.run([], 30)
+    assert fresh["exit_code"] == 1, fresh["log_tail"]
+    for run in (srv.run([], 30, terse=True), srv.run([], 30, terse=True, cold=True)):
+        assert "INTERNALERROR" not in run["log_tail"], run["log_tail"]
+        assert run["exit_code"] == 1 and run["outcomes"] == fresh["outcomes"]
+    assert srv.start_image(60)["ready"] is True
+    whole = srv.in_image([], 30, whole=True, terse=True)
+    assert whole["exit_code"] == 1 and whole["outcomes"] == fresh["outcomes"], whole["log_tail"]

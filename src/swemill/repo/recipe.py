@@ -24,10 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from swemill.core.errors import ConfigError
 from swemill.repo.legacy_hooks import legacy_hook_pins
 from swemill.repo.testdecl import (
+    OWN_TREE,
     from_noxfile,
     from_tox_ini,
     from_tox_toml,
+    own_extras,
     plain_named_test_modules,
+    requirement_lines,
     setup_py_extra_names,
     tool_groups,
 )
@@ -236,14 +239,18 @@ def _from_requirements(root: Path, r: Recipe) -> None:
     files = sorted({p for pat in patterns for p in root.glob(pat) if p.is_file()})
     rel = [p.relative_to(root).as_posix() for p in files]
     test = [f for f in rel if "test" in f.lower()]
+    dev = [] if test else [f for f in rel if any(d in f.lower() for d in DEV_NAMES)]
     if test:
         r.requirement_files += test
         r.evidence.append(f"requirement files {test}")
-        return
-    for f in (f for f in rel if any(d in f.lower() for d in DEV_NAMES)):
-        lines = [ln.split("#")[0].strip() for ln in (root / f).read_text().splitlines()]
-        r.packages += _useful([ln for ln in lines if ln and not ln.startswith("-")])
+    for f in dev:
+        lines = [ln for ln in requirement_lines(root / f) if not OWN_TREE.match(ln)]
+        r.packages += _useful([ln for ln in lines if not ln.startswith("-")])
         r.evidence.append(f"{f} (test tools only)")
+    for f in test or dev:  # `.[testing]`: the project's own test extras
+        keys = [e for e in own_extras(requirement_lines(root / f)) if e.lower() in TEST_NAMES]
+        r.extras += keys
+        r.evidence += [f"{f}: the project's own extras {keys}"] if keys else []
 
 
 def _from_setup(root: Path, r: Recipe) -> None:

@@ -16,8 +16,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Declared", "from_noxfile", "from_tox_ini", "from_tox_toml", "plain_named_test_modules",
-           "setup_py_extra_names", "tool_groups"]
+__all__ = ["OWN_TREE", "Declared", "from_noxfile", "from_tox_ini", "from_tox_toml", "own_extras",
+           "plain_named_test_modules", "requirement_lines", "setup_py_extra_names", "tool_groups"]
+
+OWN_TREE = re.compile(r"^(?:(?:-e|--editable)\s+)?\.[/\\]?\s*(?:\[([^\]]*)\])?$")
+"""A requirement line naming the project's own tree (``.``, ``-e .[test]``): no package to
+fetch, but the extras it names are what its developers install to test with."""
+
+
+def requirement_lines(path: Path) -> list[str]:
+    """The requirement file's lines, comments and blank lines left out."""
+    text = path.read_text(errors="replace")
+    return [ln for ln in (raw.split("#")[0].strip() for raw in text.splitlines()) if ln]
+
+
+def own_extras(lines: list[str]) -> list[str]:
+    """The extras that ``lines`` ask of the project itself (``.[dev,testing]``)."""
+    return [e.strip() for ln in lines if (m := OWN_TREE.match(ln)) and m.group(1)
+            for e in m.group(1).split(",") if e.strip()]
 
 
 @dataclass(slots=True)

@@ -61,7 +61,7 @@ def first_error(text: str) -> str:
     error's first line, else the last exception line of a traceback, else
     a line pytest starts with ``ERROR:``, else the last line that is not a stack frame; ""
     for empty text."""
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln.rstrip().removeprefix("INTERNALERROR> ") for ln in text.splitlines() if ln.strip()]
     marked = [ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()]
     for ln in marked:  # an exception's own line, where the marked lines quote a traceback
         if _EXCEPTION.match(ln):

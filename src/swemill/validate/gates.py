@@ -18,6 +18,7 @@ enter it only from a whole-suite run of the broken tree (``confirm``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -69,6 +70,18 @@ def _refuse(reason: str, detail: str = "") -> GateVerdict4:
     return GateVerdict4(False, reason, detail=detail)
 
 
+_EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+
+
+def _exit_said(run: RunEvidence) -> str:
+    """``, exit 3: AssertionError: ...``: the run's exit code, and the error of pytest's
+    INTERNALERROR if it had one (its own failure, or a plugin's, not the tests')."""
+    internal = [ln.removeprefix("INTERNALERROR>").strip() for ln in run.log.splitlines()
+                if ln.startswith("INTERNALERROR>")]
+    err = next((ln for ln in reversed(internal) if _EXCEPTION.match(ln)), "")
+    return f", exit {run.exit_code}" + (f": {err[:200]}" if err else "")
+
+
 def decide(
     *,
     baseline: Baseline,
@@ -100,7 +113,8 @@ def decide(
         if run.timed_out:
             return _refuse("timeout", where)
         if not run.trusted:
-            return _refuse("untrusted_log", f"{where}: report and exit code disagree")
+            return _refuse("untrusted_log",
+                           f"{where}: report and exit code disagree{_exit_said(run)}")
 
     eligible = baseline.passing()
     ran = set(broken.outcomes) if selected is None else set(selected)

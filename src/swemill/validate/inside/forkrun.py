@@ -84,10 +84,16 @@ def outcomes_only(config: Any = None) -> None:
     test that has already failed. Call in the child only, before its tests run."""
     from _pytest import nodes
 
-    def exception_only(self: Any, excinfo: Any, style: Any = None) -> str:  # noqa: ARG001
+    full = nodes.Node._repr_failure_py
+
+    def exception_only(self: Any, excinfo: Any, style: Any = None) -> Any:
+        # "line" is the style of a module that skips itself at import (importorskip,
+        # unittest.SkipTest): pytest wants its repr object there, and a str was INTERNALERROR
+        if style == "line":
+            return full(self, excinfo, style)
         return str(excinfo.exconly())
 
-    nodes.Node._repr_failure_py = exception_only  # type: ignore[method-assign,assignment]
+    nodes.Node._repr_failure_py = exception_only  # type: ignore[method-assign]
     if config is not None:
         config.option.tbstyle = "no"
 
