@@ -11,7 +11,7 @@ import re
 import signal
 from collections.abc import Mapping, Sequence
 
-from swemill.validate.gates import FAILING
+from swemill.validate.gates import EXCEPTION_LINE, FAILING
 
 __all__ = ["PYTEST_EXIT", "exit_meaning", "first_error", "one_line", "import_detail",
            "run_failure", "refusal_detail", "MISSING_MODULE"]
@@ -27,7 +27,6 @@ PYTEST_EXIT = {
 """What pytest's own exit codes mean (``pytest.ExitCode``)."""
 
 _LINE_MAX = 240
-_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*)?(Error|Exception|Warning|Exit|Interrupt)\b:?")
 _ELAPSED = re.compile(r" in \d+(\.\d+)?s\b")
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
 _FRAME = re.compile(r'", line \d+(, in | in )\S+$')
@@ -64,7 +63,7 @@ def first_error(text: str) -> str:
     lines = [ln.rstrip().removeprefix("INTERNALERROR> ") for ln in text.splitlines() if ln.strip()]
     marked = [ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()]
     for ln in marked:  # an exception's own line, where the marked lines quote a traceback
-        if _EXCEPTION.match(ln):
+        if EXCEPTION_LINE.match(ln):
             return one_line(ln)
     if marked:
         return one_line(marked[0])
@@ -72,7 +71,7 @@ def first_error(text: str) -> str:
         if ln.startswith("Fatal Python error"):  # faulthandler: the frames below say little
             return one_line(ln)
     for ln in reversed(lines):
-        if _EXCEPTION.match(ln.strip()):
+        if EXCEPTION_LINE.match(ln.strip()):
             return one_line(ln)
     for ln in lines:
         if ln.startswith("ERROR:"):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from swemill.core.records import Baseline, TestStatus
 
-__all__ = ["RunEvidence", "GateVerdict4", "decide", "FAILING", "PASSING"]
+__all__ = ["EXCEPTION_LINE", "RunEvidence", "GateVerdict4", "decide", "FAILING", "PASSING"]
 
 FAILING: frozenset[str] = frozenset({"failed", "error"})
 PASSING: frozenset[str] = frozenset({"passed"})
@@ -70,7 +70,8 @@ def _refuse(reason: str, detail: str = "") -> GateVerdict4:
     return GateVerdict4(False, reason, detail=detail)
 
 
-_EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)?(Error|Exception|Warning|Exit|Interrupt)\b:?")
+"""An exception's own line (``ValueError: ...``), here and in :mod:`swemill.validate.explain`."""
 
 
 def _exit_said(run: RunEvidence) -> str:
@@ -78,7 +79,7 @@ def _exit_said(run: RunEvidence) -> str:
     INTERNALERROR if it had one (its own failure, or a plugin's, not the tests')."""
     internal = [ln.removeprefix("INTERNALERROR>").strip() for ln in run.log.splitlines()
                 if ln.startswith("INTERNALERROR>")]
-    err = next((ln for ln in reversed(internal) if _EXCEPTION.match(ln)), "")
+    err = next((ln for ln in reversed(internal) if EXCEPTION_LINE.match(ln)), "")
     return f", exit {run.exit_code}" + (f": {err[:200]}" if err else "")
 
 
