@@ -194,3 +194,63 @@ def test_a_file_whose_compiling_warns_is_compiled_in_the_run(python: str,
     both = {"test_lib.py": "ERROR", "test_tuple.py": "ERROR"}
     assert _outcomes(cold.stdout) == both, cold.stdout[-1500:]
     assert warm == both
+
+
+# A failure whose traceback runs through statements whose lines pytest treats specially
+# (decorators, else/finally blocks, a multi-line statement), and a test that says whether
+# the warm server put swemill's statement lines in the place of pytest's walk.
+STATEMENTS = '''import functools
+from _pytest._code import source
+
+
+def helper(n):
+    for i in range(n):
+        pass
+    else:
+        try:
+            value = [i
+                     for i in range(n)]
+        finally:
+            pass
+    return value
+
+
+@functools.lru_cache
+def checked(n):
+    if n:
+        assert helper(n) == [
+            0, 1]
+    else:
+        return None
+
+
+def test_fails():
+    checked(3)
+
+
+def test_walk_replaced_where_pytest_walks():
+    replaced = source.get_statement_startend2.__module__ == "swemill_inside.statements"
+    assert replaced == (not hasattr(source, "_statement_linenos"))
+'''
+
+
+def test_statement_lines_are_worked_out_once_where_pytest_walks_per_line(
+        python: str, tmp_path: Path) -> None:
+    """pytest < 9 walks a module's whole tree for every traceback entry; the warm server
+    works its statement lines out once per tree (``inside.statements``), pytest 9 does so
+    itself and is left as it is. The failure reports are a cold run's, to the byte."""
+    (tmp_path / "test_statements.py").write_text(STATEMENTS)
+    ids = ["test_statements.py::test_fails",
+           "test_statements.py::test_walk_replaced_where_pytest_walks"]
+    srv = Server(tmp_path, python=python)
+    try:
+        args = ["test_statements.py", "--tb=long"]  # whole statements, with their lines
+        warm = [srv.run(args, 60) for _ in range(2)]
+        cold = srv.run(args, 60, cold=True)
+    finally:
+        srv.close()
+    for run in warm:
+        assert run["outcomes"] == {ids[0]: "failed", ids[1]: "passed"}, run["log_tail"]
+        assert run["messages"][ids[0]] == cold["messages"][ids[0]]
+    assert "assert [0, 1, 2] == [0, 1]" in cold["messages"][ids[0]]
+    assert ">           assert helper(n) == [\n                0, 1]" in cold["messages"][ids[0]]

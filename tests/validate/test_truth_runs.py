@@ -41,8 +41,12 @@ def other(x):
 
 TESTS = '''\
 import os
+import time
 
 from runspkg.core import other, third
+
+SLOW_OTHER = 0.0
+SLOW_STEADY = 0.0
 
 
 def _broken_run(name):
@@ -59,21 +63,27 @@ def test_third():
 
 
 def test_third_steady():
+    time.sleep(SLOW_STEADY)
     if third(2) != 2:
         _broken_run("steady-runs.txt")
         assert False
 
 
 def test_other():
+    if os.path.exists("steady-runs.txt"):  # a broken tree: the steady test's runs so far
+        with open("other-saw.txt", "w") as fh:
+            fh.write(open("steady-runs.txt").read())
+    time.sleep(SLOW_OTHER)
     assert other(1) == 2
 '''
 
 T = "tests/test_core.py::"
 
 
-def _project(root: Path) -> Path:
-    files = {"pyproject.toml": PYPROJECT.replace("calcpkg", "runspkg"),
-             "runspkg/__init__.py": "", "runspkg/core.py": CORE, "tests/test_core.py": TESTS}
+def _project(root: Path, slow: str) -> Path:
+    tests = TESTS.replace(f"SLOW_{slow.upper()} = 0.0", f"SLOW_{slow.upper()} = 0.3")
+    files = {"pyproject.toml": PYPROJECT.replace("calcpkg", "runspkg"), "runspkg/__init__.py": "",
+             "runspkg/core.py": CORE, "tests/test_core.py": tests}
     root.mkdir(parents=True)
     run_git(root, "init", "-q", "-b", "main")
     for rel, text in files.items():
@@ -84,10 +94,15 @@ def _project(root: Path) -> Path:
     return root
 
 
+@pytest.mark.parametrize("slow", ["other", "steady"])
 def test_the_whole_suite_run_is_one_of_the_k_broken_runs(
-        shared_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        shared_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        slow: str) -> None:
+    """With ``test_other`` slow, the selection is under half the suite's time: it runs, then
+    a repeat, then the whole suite (the third broken run). With a selected test slow, the
+    selection is most of it, and the whole suite is the first broken run, two repeats after."""
     monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
-    env = build_env(resolve_source(str(_project(tmp_path / "runspkg"))))
+    env = build_env(resolve_source(str(_project(tmp_path / "runspkg", slow))))
     baseline = run_baseline(env)
     cand = Candidate(candidate_id="third", repo="runspkg", strategy="procedural",
                      bug_patch=file_diff("runspkg/core.py", CORE,
@@ -101,14 +116,15 @@ def test_the_whole_suite_run_is_one_of_the_k_broken_runs(
         checked = check_candidate(CheckContext(baseline, baseline.commit, repeat=3), worker,
                                   cand)
         runs = {name: int((worker.root / name).read_text())
-                for name in ("third-runs.txt", "steady-runs.txt")}
+                for name in ("third-runs.txt", "steady-runs.txt", "other-saw.txt")}
     finally:
         worker.close()
         base.close()
     verdict = checked.verdict
     assert verdict.accepted, verdict
     assert checked.selected
-    assert runs == {"third-runs.txt": 3, "steady-runs.txt": 3}  # k runs, the whole suite's too
+    assert runs["third-runs.txt"] == runs["steady-runs.txt"] == 3  # k runs, the whole suite's
+    assert runs["other-saw.txt"] == (3 if slow == "other" else 1)  # the whole suite's turn
     assert verdict.fail_to_pass == [T + "test_third_steady"]
     assert verdict.flaky == [T + "test_third"]  # it passed in the whole-suite run
     assert verdict.pass_to_pass == [T + "test_other"]  # run on the broken tree there only

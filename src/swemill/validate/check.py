@@ -10,16 +10,15 @@ tests seen passing on the broken tree, and where that run disagrees with the sel
 test outside it fails: the map missed it, through a cache say) the candidate is judged as a
 whole-suite one. That run is one of the ``repeat`` runs of the broken tree (a FAIL_TO_PASS
 test must fail there too), so a selection's newly failing tests are run ``repeat - 2`` more
-times, not ``repeat - 1``. Then the golden state runs twice (where it is byte for byte the
-head tree, which the baseline ran three times) or ``max(2, repeat)`` times: a FAIL_TO_PASS
-test fails in every broken run and passes in every golden one. An accepted candidate's
-near-miss variants (other mutants of the same function, made by the strategy) are then run
-against its lists, to record whether the tests catch them.
+times, not ``repeat - 1``; a selection taking half the suite's time or more runs the whole
+suite as its first broken run instead (it confirms the selection there and then). Then the
+golden state runs twice (where it is byte for byte the head tree, which the baseline ran
+three times) or ``max(2, repeat)`` times: a FAIL_TO_PASS test fails in every broken run and
+passes in every golden one. An accepted candidate's near-miss variants (other mutants of
+the same function, made by the strategy) are then run against its lists.
 
 Only the first broken run formats its failures (the task's failure messages and a refused
-candidate's one-line detail come from it); the repeats, the whole-suite run, golden and
-near-miss runs want outcomes alone and ask for them ``terse`` (failures not formatted: a third
-to a half of a small suite's validation CPU went to formatting tracebacks nobody read).
+candidate's one-line detail come from it); the others ask for outcomes alone (``terse``).
 """
 
 from __future__ import annotations
@@ -248,12 +247,18 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
                          golden_runs=[], selected=selected)
         verdict.detail = first_error(str(exc))
         return Checked(cand, verdict, commit, base_patch)
-    res = worker.run(selected, ctx.timeout(baseline, selected),
-                     ctx.deadlines(baseline, selected))
-    broken = evidence_of(res, selected)
+    whole_first = selected is not None and _mostly(baseline, selected)
+    ran = None if whole_first else selected
+    res = worker.run(ran, ctx.timeout(baseline, ran), ctx.deadlines(baseline, ran),
+                     edited_whole=whole_first)
+    broken = evidence_of(res, ran)
+    # a whole suite run first confirms the selection, unless a test outside it did not pass:
+    # then the candidate is a whole-suite one from the start
+    missed = _map_missed(baseline, selected, broken) if whole_first and selected else ""
+    selected = None if missed else selected
+    confirmed = broken if whole_first and not missed else None
     first = decide(baseline=baseline, applied=True, imports=_imports(broken, baseline),
-                   broken=broken,
-                   golden_runs=[], selected=selected)
+                   broken=broken, golden_runs=[], selected=selected, confirm=confirmed)
     if first.reason != "not_solvable":  # F2P / P2P already settled it: no golden run
         if first.reason == "untrusted_log" and (res.exit_code < 0 or not res.outcomes):
             first = GateVerdict4(False, "crashed")
@@ -262,7 +267,9 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
                                       log=res.log_tail, hung=res.hung, selected=selected)
         return Checked(cand, first, commit, base_patch, selected is not None)
     out = _settle(ctx, worker, cand, baseline, (commit, base_patch), broken, res.messages,
-                  selected)
+                  selected, confirmed=confirmed)
+    if missed:
+        out.verdict.detail = out.verdict.detail or f"judged on the whole suite: {missed}"
     if out.verdict.accepted:
         out.near_miss = _near_miss(ctx, worker, cand, baseline, commit, base_patch, out.verdict)
     return out
@@ -270,23 +277,25 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
 
 def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseline,
             base: tuple[str, str], broken: RunEvidence, messages: dict[str, str],
-            selected: list[str] | None, earlier: Sequence[RunEvidence] = ()) -> Checked:
+            selected: list[str] | None, earlier: Sequence[RunEvidence] = (),
+            confirmed: RunEvidence | None = None) -> Checked:
     """A broken run with newly failing tests: repeat those on the broken tree; for a
     selection, run the whole suite on the broken tree once (no PASS_TO_PASS test unseen
     there), and where it disagrees with the selection, judge the candidate on the whole suite
     instead (``earlier``: the selection's runs, which count as repeats there); then the
-    golden runs."""
+    golden runs. ``confirmed``: the first broken run was that whole-suite run already."""
     commit, base_patch = base
     again = _newly_failing(baseline, broken, selected)
     # a selection's whole-suite run is a run of the broken tree too, FAIL_TO_PASS included
     # (``decide`` holds a test that does not fail there as flaky): one of the ``repeat`` runs
-    confirming = selected is not None and bool(baseline.passing() - set(selected))
+    confirming = (selected is not None and confirmed is None
+                  and bool(baseline.passing() - set(selected)))
     repeats = [*earlier, *(evidence_of(worker.run(again, ctx.timeout(baseline, again),
                                                 ctx.deadlines(baseline, again), terse=True),
                                      again)
                            for _ in range(max(0, ctx.repeat - 1 - confirming)))]
     needed = max(2, ctx.repeat)
-    confirm: RunEvidence | None = None
+    confirm = confirmed
 
     def judge(golden_runs: list[RunEvidence]) -> GateVerdict4:
         return decide(baseline=baseline, applied=True, imports=True, broken=broken,
@@ -334,6 +343,16 @@ def _map_missed(baseline: Baseline, selected: Sequence[str], whole: RunEvidence)
                  if whole.outcomes.get(t) not in PASSING)
     return f"{len(odd)} test(s) outside the selection did not pass, first {odd[0]}" if odd \
         else ""
+
+
+def _mostly(baseline: Baseline, selected: Sequence[str]) -> bool:
+    """Does the selection take half of the suite's baseline time or more? Then the broken
+    tree runs the whole suite first, which both runs the selection and confirms it: a
+    survivor's newly failing tests then run ``repeat - 1`` more times, instead of the
+    selection, one repeat and the whole suite (asttokens 2.4.1: 104 of 116 tests)."""
+    durations = baseline.durations_s
+    total = sum(durations.get(t, 0.0) for t in baseline.passing())
+    return total > 0 and 2 * sum(durations.get(t, 0.0) for t in selected) >= total
 
 
 def _newly_failing(baseline: Baseline, broken: RunEvidence, selected: Sequence[str] | None

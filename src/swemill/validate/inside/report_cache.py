@@ -8,7 +8,9 @@ parses each distinct source text once; a text that a second child also needed (t
 test modules) is parsed once more in the server, and every later fork inherits the tree.
 Keyed by content, a stale tree is impossible, and the reports are exactly the ones pytest
 would write. This replaces pytest's ``getstatementrange_ast`` (a private function) when,
-and only when, it has the shape this module knows.
+and only when, it has the shape this module knows; on pytest < 9, which also walks the whole
+tree for every traceback entry, :func:`.statements.startend` takes the place of that walk
+where it answers as pytest does (:mod:`.statements`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import hashlib
 import os
 from typing import Any
 
-from . import hotpatch
+from . import hotpatch, statements
 
 
 class ReportCache:
@@ -138,13 +140,19 @@ class ReportCache:
         mine = [v + base for v in self._linenos(body[0])]
         return sorted([v for v in old if v < lo] + mine + [v + shift for v in old if v > hi])
 
-    def detect(self) -> None:
-        """Learn how this pytest finds statement lines (nothing of pytest's is changed)."""
+    def detect(self) -> bool:
+        """Learn how this pytest finds statement lines (nothing of pytest's is changed); True
+        when it walks the tree for every entry and :func:`.statements.startend` answers as
+        it does (:meth:`install` then puts that in its place)."""
         try:
             from _pytest._code import source
         except ImportError:
-            return
+            return False
         self._linenos = getattr(source, "_statement_linenos", None)
+        walks = getattr(source, "get_statement_startend2", None)
+        if self._linenos is None and walks is not None and statements.agrees(walks):
+            self._linenos, self._memo = statements.statement_linenos, True
+            return True
         if self._linenos is not None:  # pytest reads the statement lines a tree carries?
             import ast
 
@@ -152,6 +160,7 @@ class ReportCache:
                 probe, mark = ast.Module(body=[], type_ignores=[]), [7]
                 probe._pytest_statement_linenos = mark  # type: ignore[attr-defined]
                 self._memo = self._linenos(probe) is mark
+        return False
 
     def install(self, root: str) -> None:
         self.root = root
@@ -162,7 +171,8 @@ class ReportCache:
         original = getattr(source, "getstatementrange_ast", None)
         if original is None or getattr(code, "getstatementrange_ast", None) is not original:
             return
-        self.detect()
+        if self.detect():  # pytest < 9: the statement lines of a tree worked out once
+            source.get_statement_startend2 = statements.startend
         cache = self
 
         def getstatementrange_ast(lineno, src, assertion=False, astnode=None):  # noqa: ANN001, ANN202, FBT002
