@@ -254,3 +254,37 @@ def test_statement_lines_are_worked_out_once_where_pytest_walks_per_line(
         assert run["messages"][ids[0]] == cold["messages"][ids[0]]
     assert "assert [0, 1, 2] == [0, 1]" in cold["messages"][ids[0]]
     assert ">           assert helper(n) == [\n                0, 1]" in cold["messages"][ids[0]]
+
+
+REPORTER_SERVED = '''import sys
+
+def test_the_reporter_is_served():
+    codes = sys.modules["swemill_inside.pristine_codes"].INSTALLED
+    reporter = sys.modules["_swemill_report"]
+    served = codes.rewritten[reporter.__file__][2]
+    assert any(c is reporter.pytest_sessionstart.__code__ for c in served.co_consts)
+'''
+
+
+def test_the_grading_server_rewrites_the_reporter_once(python: str, tmp_path: Path) -> None:
+    """pytest assertion-rewrites a plugin named by ``-p`` in every run; the grading server
+    made swemill's reporter's rewritten code before its first run, and serves it."""
+    from swemill.suite.runner import _PLUGIN_SRC, PLUGIN_MODULE
+    from swemill.validate.warm import INSIDE_DIR
+
+    site = tmp_path / "site"
+    site.mkdir()
+    shutil.copy(_PLUGIN_SRC, site / f"{PLUGIN_MODULE}.py")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "test_served.py").write_text(REPORTER_SERVED)
+    proc = subprocess.Popen([python, "-u", str(INSIDE_DIR / "__main__.py"), "--grade",
+                             str(work)], cwd=work, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env={**_ENV, "PYTHONPATH": str(site)})
+    assert proc.stdout is not None and b'"ready": true' in proc.stdout.readline()
+    try:
+        runs = [_grade(proc, seq, ["-p", PLUGIN_MODULE, *_ARGS, "test_served.py"])
+                for seq in (1, 2)]
+    finally:
+        proc.communicate(timeout=30)
+    assert runs == [{"test_the_reporter_is_served": "PASSED"}] * 2, runs

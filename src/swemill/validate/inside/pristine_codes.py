@@ -15,6 +15,11 @@ again; any other file, a file whose compiling or rewriting warned (the run must 
 under ``filterwarnings = error`` fail, as a cold one does), or a rewrite under another
 configuration (pytest's ``enable_assertion_pass_hook`` on), is compiled as usual.
 
+swemill's reporter (``-p _swemill_report``, in the environment's site-packages) is rewritten
+by pytest in every run too (a plugin named by ``-p`` is marked for rewriting): the server
+rewrites it once the same way, and a run whose reporter file has those exact bytes gets that
+code (:meth:`PristineCodes.fill`'s ``plugins``).
+
 Nothing a run does can reach this cache: it was filled before the first run, lives only in
 the server's memory (the server is not dumpable: no run can read or write it), and a run's
 own copy dies with the run.
@@ -78,37 +83,61 @@ class PristineCodes:
         self.rewritten: dict[str, tuple[bytes, Any, Any]] = {}
         """path -> (source bytes, first item of ``_rewrite_test``'s answer, rewritten code)."""
 
-    def fill(self, workdir: str) -> None:
-        """Compile the tree under ``workdir`` (call it before the first run). A file whose
+    def fill(self, workdir: str, plugins: tuple[str, ...] = ()) -> None:
+        """Compile the tree under ``workdir`` (call it before the first run), and rewrite the
+        modules of ``plugins`` (by name, looked up outside ``workdir``: pytest rewrites a
+        plugin named by ``-p`` in every run, and swemill's reporter is one). A file whose
         compiling or rewriting warns is left out: the run must warn (under
         ``filterwarnings = error``, fail) as a cold one would."""
+        from importlib.machinery import PathFinder
+
+        top = os.path.abspath(workdir)
+        for path, data in _python_files(top):
+            if self._compile(path, data):
+                self._rewrite(path, data, _test_like(os.path.relpath(path, top)))
+        outside = [p for p in sys.path if os.path.abspath(p or ".") != top]
+        for name in plugins:
+            spec = PathFinder.find_spec(name, outside)
+            origin = getattr(spec, "origin", None) if spec is not None else None
+            if not origin or not origin.endswith(".py") or os.path.islink(origin):
+                continue
+            try:
+                with open(origin, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            self._rewrite(origin, data, True)
+
+    def _compile(self, path: str, data: bytes) -> bool:
         from importlib.machinery import SourceFileLoader
+
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            try:
+                code = SourceFileLoader("_", path).source_to_code(data, path)
+            except (SyntaxError, ValueError):  # the run reports it, as a cold run would
+                return False
+        if warned:
+            return False
+        self.compiled[path] = (data, code)
+        return True
+
+    def _rewrite(self, path: str, data: bytes, test_like: bool) -> None:
         from pathlib import Path
 
         rewrite_test = _pytest_rewrite()
-        top = os.path.abspath(workdir)
-        for path, data in _python_files(top):
-            with warnings.catch_warnings(record=True) as warned:
-                warnings.simplefilter("always")
-                try:
-                    code = SourceFileLoader("_", path).source_to_code(data, path)
-                except (SyntaxError, ValueError):  # the run reports it, as a cold run would
-                    continue
-            if warned:
-                continue
-            self.compiled[path] = (data, code)
-            if rewrite_test is None or not _test_like(os.path.relpath(path, top)):
-                continue
-            with warnings.catch_warnings(record=True) as warned:
-                warnings.simplefilter("always")
-                try:
-                    first, rewritten = rewrite_test(Path(path), None)
-                    with open(path, "rb") as fh:
-                        same = fh.read() == data  # what pytest read is what was compiled
-                except Exception:  # noqa: BLE001, S112 - pytest raises what it likes; rewritten in the run
-                    continue
-            if same and not warned:
-                self.rewritten[str(Path(path))] = (data, first, rewritten)
+        if rewrite_test is None or not test_like:
+            return
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            try:
+                first, rewritten = rewrite_test(Path(path), None)
+                with open(path, "rb") as fh:
+                    same = fh.read() == data  # what pytest read is what was compiled
+            except Exception:  # noqa: BLE001 - pytest raises what it likes; rewritten in the run
+                return
+        if same and not warned:
+            self.rewritten[str(Path(path))] = (data, first, rewritten)
 
     def install(self) -> None:
         """Serve the compiled code to the import system and to pytest's rewriting hook (in
