@@ -352,7 +352,8 @@ def measure(spec: str, args: argparse.Namespace) -> tuple[list[str], dict[str, f
         f"wall {s_wall:6.1f} s  median/cand {statistics.median(walls):.3f} s  "
         f"-> procedural {p_valid} valid in ~{p_cpu:.0f} CPU s: {s_rate:7.1f} valid/CPU-min",
         f"{spec:30s} head image: {image.get('served', 0)} runs served, fell back: "
-        f"{image.get('fallbacks') or 'none'}{' (off)' if not IMAGE else ''}",
+        f"{image.get('fallbacks') or 'none'}{' (off)' if not IMAGE else ''}; tree image: "
+        f"{image.get('tree') or 'none'}",
         f"{spec:30s} naive120 {len(sub):3d} cands {fixed.valid:3d} valid  cpu {fixed.cpu_s:7.1f}"
         f" s  wall {fixed.wall_s:6.1f} s  runs {fixed.runs} (timeouts {fixed.timeouts})"
         f"  -> est. over "

@@ -305,7 +305,7 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
     first = judge([])
     if first.reason == "not_solvable" and confirming and selected is not None:
         res = worker.run(None, ctx.timeout(baseline, None), ctx.deadlines(baseline, None),
-                         terse=True, edited_whole=True)
+                         terse=True, edited_whole=True, once=True)
         confirm = evidence_of(res, None)
         missed = _map_missed(baseline, selected, confirm)
         if missed:  # the coverage map did not stand for the suite here: no shortcut
@@ -391,7 +391,7 @@ def _near_miss(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Bas
             continue
         tried += 1
         try:
-            ev = evidence_of(worker.run(tests, budget, terse=True, maxfail=1), tests)
+            ev = evidence_of(worker.run(tests, budget, terse=True, maxfail=1, once=True), tests)
         except SandboxError:  # the server died under the variant: the task's verdict stands
             caught += 1
             continue

@@ -148,7 +148,8 @@ class WorkerPool:
 
     def image_stats(self) -> dict[str, object]:
         """Runs served by the workers' head images, the others' reasons (by count), the
-        runs that went to a fresh interpreter (``cold``) and the shadow checks."""
+        runs that went to a fresh interpreter (``cold``), the tree images' runs, starts and
+        refusals, and the shadow checks."""
         if not self._workers:
             return self._closed_image
         fallbacks: Counter[str] = Counter()
@@ -156,9 +157,16 @@ class WorkerPool:
         for image in images:
             fallbacks.update(image.fallbacks)
         errors = sorted({image.error for image in images if image.error})
+        trees = [w.tree for w in self._workers if w.tree is not None]
+        tree_fallbacks: Counter[str] = Counter()
+        for tree in trees:
+            tree_fallbacks.update(tree.fallbacks)
         return {"served": sum(image.runs for image in images),
                 "fallbacks": dict(sorted(fallbacks.items())), "errors": errors,
                 "cold": sum(w.cold_runs for w in self._workers),
+                "tree": {"served": sum(t.runs for t in trees),
+                         "starts": sum(t.starts for t in trees),
+                         "fallbacks": dict(sorted(tree_fallbacks.items()))},
                 "shadow": self.shadow.stats.to_dict()}
 
     def close(self) -> None:

@@ -10,6 +10,10 @@ implementations, chosen by what the sandbox can do (:attr:`Sandbox.can_spawn`).
   tree itself (a golden tree that is the head's bytes: every test it collected, no import or
   collection again); what it cannot serve exactly it declines (None), with the reason
   counted (``fallbacks``).
+- :class:`TreeImageRunner`: a tree the head image cannot serve (an edited function that ran
+  at import, an edit beyond function bodies) and that will be run again (a broken tree's
+  repeats, a golden tree that is not the head's) is collected once by the server's tree
+  image, and its runs are forks of that (none for a tree run once: a near miss).
 - :class:`ColdRunner`: for a sandbox that cannot host a long-lived process, every run is
   ``python -m pytest`` through :meth:`Sandbox.exec` (no per-test deadlines: the run's own).
 """
@@ -30,7 +34,7 @@ from swemill.validate.inside.protocol import Flags, ImageReady
 from swemill.validate.warm import Deadlines, WarmResult, WarmWorker, server_argv
 from swemill.validate.workspace import Workspace
 
-__all__ = ["ColdRunner", "ImageRunner", "ServerRunner", "TestRunner"]
+__all__ = ["ColdRunner", "ImageRunner", "ServerRunner", "TestRunner", "TreeImageRunner"]
 
 # Built-in plugins that only act on options swemill never passes; not loading them saves
 # about a tenth of every forked run.
@@ -174,6 +178,8 @@ class ImageRunner:
         ordinary way, which reports them)."""
         self.runs = 0
         self.cpu_s = 0.0
+        self.startup_s = 0.0
+        """Wall seconds the last start took (import and collection at head)."""
         self.fallbacks: Counter[str] = Counter()
         """Why selected runs at head were not served by the head image, by reason."""
 
@@ -189,6 +195,7 @@ class ImageRunner:
             ready = ImageReady(id=0, ready=False, error=str(exc))
         self.cpu_s += ready.cpu_s
         self.up = ready.ready
+        self.startup_s = ready.startup_s
         self.collect_errors = ready.collect_errors
         if not self.up:  # it would fail the same way again: run the ordinary way
             self.error = ready.error[-500:]
@@ -214,21 +221,96 @@ class ImageRunner:
         if changed is None:
             self.fallbacks["tree differs from head beyond .py edits"] += 1
             return None
-        try:
-            result = warm.run_image(None if nodeids is None else list(nodeids), changed,
-                                    timeout, deadlines, terse=terse, maxfail=maxfail)
-        except SandboxError:
-            self.server.stop()  # the server itself went: restarted by the next run
-            self.up = False
+        return _served(self, lambda: warm.run_image(
+            None if nodeids is None else list(nodeids), changed, timeout, deadlines,
+            terse=terse, maxfail=maxfail))
+
+    def lost(self) -> None:
+        """The image is gone (or its server): not up until started again."""
+        self.up = False
+
+
+class TreeImageRunner:
+    """The tree image of ``server``'s warm server: one tree at a time, the one the workspace
+    held when it started (:meth:`Workspace.fingerprint`); a run of any other tree starts it
+    anew. A tree that does not collect cleanly is left to the ordinary run, which reports
+    its errors; so is a tree whose collection takes far longer than the head's (it may hang
+    at import: the ordinary run's own budget then decides)."""
+
+    __test__ = False
+    GIVE_UP = 3
+    """Starts that failed (the image did not come up: threads started at import, a time-out)
+    before any run was served: stop trying."""
+
+    def __init__(self, server: ServerRunner, head: ImageRunner) -> None:
+        self.server, self.head = server, head
+        self.tree: object = None
+        """The fingerprint of the tree the image holds (None: none usable)."""
+        self.runs = self.starts = self.failed = 0
+        self.cpu_s = 0.0
+        self.fallbacks: Counter[str] = Counter()
+
+    def run(self, nodeids: Sequence[str] | None, timeout: float,
+            deadlines: Deadlines | None = None, *, terse: bool = False, maxfail: int = 0,
+            once: bool = False) -> WarmResult | None:
+        """As :meth:`TestRunner.run`; ``once``: the tree is run this once, so a tree not in
+        the image already is not worth collecting for it."""
+        warm = self.server.warm
+        if (nodeids is not None and not nodeids) or warm is None or not warm.alive \
+                or self.server.stale() or (self.failed >= self.GIVE_UP and not self.runs):
             return None
-        self.cpu_s += result.cpu_s
-        if result.unservable is None:
-            self.runs += 1
-            return result
-        if result.unservable == "no head image":
-            self.up = False
-        self.fallbacks[result.unservable] += 1
+        tree = self.server.ws.fingerprint()
+        if tree is None:
+            return None
+        if tree != self.tree:
+            if once or not self._start(warm, timeout):
+                return None
+            self.tree = tree
+        return _served(self, lambda: warm.run_image(
+            None if nodeids is None else list(nodeids), [], timeout, deadlines, terse=terse,
+            maxfail=maxfail, tree=True))
+
+    def lost(self) -> None:
+        """The image is gone (or its server): the next run starts it anew."""
+        self.tree = None
+
+    def _start(self, warm: WarmWorker, timeout: float) -> bool:
+        self.tree = None
+        self.starts += 1
+        budget = min(timeout, 10 * self.head.startup_s + 2.0) if self.head.startup_s \
+            else timeout
+        try:
+            ready = warm.start_image(self.server.pytest_args(), budget, tree=True)
+        except SandboxError:
+            self.server.stop()
+            return False
+        self.cpu_s += ready.cpu_s
+        self.failed += not ready.ready
+        why = "tree image did not start" if not ready.ready else \
+            "tree did not collect cleanly" if ready.collect_errors else ""
+        if why:
+            self.fallbacks[why] += 1
+        return not why
+
+
+def _served(runner: ImageRunner | TreeImageRunner,
+            ask: Callable[[], WarmResult]) -> WarmResult | None:
+    """One run asked of ``runner``'s image: the result when it served the run; None when it
+    declined (the reason counted) or the server went (it restarts with the next run)."""
+    try:
+        result = ask()
+    except SandboxError:
+        runner.server.stop()
+        runner.lost()
         return None
+    runner.cpu_s += result.cpu_s
+    if result.unservable is None:
+        runner.runs += 1
+        return result
+    if result.unservable == "no head image":
+        runner.lost()
+    runner.fallbacks[result.unservable] += 1
+    return None
 
 
 class ColdRunner:

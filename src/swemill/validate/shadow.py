@@ -4,11 +4,14 @@ The head image serves a run by forking a process that collected the suite at hea
 swapping edited function bodies in; :mod:`swemill.validate.inside.hotpatch` proves each swap
 exact, and tests compare it with fresh runs, but a repository can still do something the
 proof does not foresee. So, in every run of ``swemill tasks``, the first run the image serves
-and then one in :attr:`Shadow.every` are run again the ordinary way (a fresh pytest session in
-a fork of the warm server, which imports the project from disk and collects anew: no head
+and then one in :attr:`Shadow.every` are run again the ordinary way (a fresh pytest session
+in a fork of the warm server, which imports the project from disk and collects anew: no head
 image, no swapped code) and the two compared: the exit code and the outcome of every
 requested test. (A fresh interpreter per check would cost three times as much, and the part
-the image adds is what the check is about.) A disagreement turns the image off for the rest
+the image adds is what the check is about.) The tree image (a tree the head image cannot
+serve, collected once) is counted apart: its first selected run is checked, then one in
+:attr:`Shadow.every`; its whole-suite runs take the head image's whole-suite path, which the
+head image's checks watch. A disagreement turns the image off for the rest
 of the run (every worker), the ordinary result stands, and it is counted
 (``shadow_mismatches`` in the manifest) and printed. An ordinary run that timed out says
 nothing either way (``inconclusive``). A flaky test can disagree with itself too: the image
@@ -50,15 +53,17 @@ class Shadow:
         self.image_off = False
         """Set by a mismatch: no worker serves from its image any more."""
         self.stats = ShadowStats()
-        self._served = 0
+        self._served: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def due(self, served: WarmResult) -> bool:
-        """Should this image-served run be checked? Counts it either way."""
+    def due(self, served: WarmResult, image: str = "head") -> bool:
+        """Should this run, served by the ``image`` ("head" or "tree"), be checked? Counts
+        it either way."""
         if self.every <= 0 or served.timed_out:  # a run at its deadline proves nothing
             return False
         with self._lock:
-            n, self._served = self._served, self._served + 1
+            n = self._served.get(image, 0)
+            self._served[image] = n + 1
         return n % self.every == 0
 
     def compare(self, nodeids: Sequence[str], served: WarmResult, plain: WarmResult) -> bool:

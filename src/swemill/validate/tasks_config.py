@@ -106,7 +106,8 @@ class TasksConfig(BaseModel):
     0: none."""
     fast_paths_off: list[str] = Field(default_factory=list)
     """Optimisations of the warm server to switch off, by name (``fork``, ``code_cache``,
-    ``report_cache``, ``head_image``, ``hotpatch``; see ``swemill.validate.inside.protocol``):
+    ``report_cache``, ``head_image``, ``hotpatch``, ``tree_image``; see
+    ``swemill.validate.inside.protocol``):
     for finding out whether one of them changes a verdict."""
     combine_feed: int = Field(default=6, ge=0)
     """With ``combine``: validate at least this many bugs of the first strategy to merge."""

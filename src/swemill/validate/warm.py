@@ -133,9 +133,11 @@ class WarmWorker:
         self._seq += 1
         return self._seq
 
-    def start_image(self, args: list[str], timeout: float) -> wire.ImageReady:
-        """Fork the head image (the workspace must be at head)."""
-        reply = self._ask(wire.StartImage(self._id(), args, timeout), timeout + 30.0)
+    def start_image(self, args: list[str], timeout: float, *,
+                    tree: bool = False) -> wire.ImageReady:
+        """Fork the head image (the workspace must be at head), or with ``tree`` the tree
+        image of the workspace as it is."""
+        reply = self._ask(wire.StartImage(self._id(), args, timeout, tree), timeout + 30.0)
         if not isinstance(reply, wire.ImageReady):
             raise SandboxError(f"warm worker answered {reply.op} to start_image")
         return reply
@@ -153,14 +155,15 @@ class WarmWorker:
 
     def run_image(self, nodeids: list[str] | None, hotpatch: list[str], timeout: float,
                   deadlines: Deadlines | None = None, *, terse: bool = False,
-                  maxfail: int = 0) -> WarmResult:
+                  maxfail: int = 0, tree: bool = False) -> WarmResult:
         """Run ``nodeids`` in a fork of the head image, with the edited functions of the
         ``hotpatch`` files (workspace-relative) swapped in; ``unservable`` set when it can't.
-        ``nodeids`` None: every test the image collected (the head tree's whole suite)."""
+        ``nodeids`` None: every test the image collected (the head tree's whole suite).
+        ``tree``: in a fork of the tree image (no ``hotpatch``)."""
         limits = deadlines or Deadlines()
         request = wire.RunInImage(self._id(), nodeids or [], hotpatch, timeout,
                                   dict(limits.wall), dict(limits.cpu), nodeids is None, terse,
-                                  maxfail)
+                                  maxfail, tree)
         return self._result(self._ask(request, timeout + 60.0))
 
     @staticmethod

@@ -7,8 +7,10 @@ selected-test run at the head commit, and a whole-suite run of the head tree its
 tree), go to the image when it can serve them exactly, the rest to the server. The worker
 starts the server, with its image, before the workspace first moves away from head, and
 restarts the image when the workspace is back at head after the image went. Now and then
-(:class:`Shadow`) a run the image served is run again cold and compared. A sandbox that
-cannot spawn runs every test run cold through ``exec``.
+(:class:`Shadow`) a run the image served is run again cold and compared. A tree the head
+image cannot serve goes to the tree image (:class:`TreeImageRunner`) unless it is run only
+once, and from there to the server. A sandbox that cannot spawn runs every test run cold
+through ``exec``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from swemill.sandbox import Bind, Limits, open_sandbox
 from swemill.sandbox.contract import Sandbox
 from swemill.suite.runner import PLUGIN_MODULE, ensure_plugin
 from swemill.validate.gates import FAILING, RunEvidence
-from swemill.validate.runners import ColdRunner, ImageRunner, ServerRunner
+from swemill.validate.runners import ColdRunner, ImageRunner, ServerRunner, TreeImageRunner
 from swemill.validate.shadow import Shadow
 from swemill.validate.warm import INSIDE_DIR, INSIDE_MOUNT, Deadlines, Flags, WarmResult
 from swemill.validate.workspace import TreeState, Workspace
@@ -70,6 +72,7 @@ class Worker:
         flags = flags or Flags()
         self.server: ServerRunner | None = None
         self.image: ImageRunner | None = None
+        self.tree: TreeImageRunner | None = None
         self.cold: ColdRunner | None = None
         if self.sb.can_spawn:
             # swemill's reporter is loaded with -p in every run: import it once, in the server
@@ -78,6 +81,8 @@ class Worker:
             if image and flags.head_image:
                 self.image = ImageRunner(self.server)
                 self.server.on_start = self.image.start
+                if flags.tree_image:
+                    self.tree = TreeImageRunner(self.server, self.image)
         else:
             self.cold = ColdRunner(env, self.sb)
 
@@ -88,7 +93,8 @@ class Worker:
     @property
     def cpu_s(self) -> float:
         """CPU seconds of the test processes this worker ran (measured inside)."""
-        return sum(r.cpu_s for r in (self.server, self.image, self.cold) if r is not None)
+        return sum(r.cpu_s for r in (self.server, self.image, self.tree, self.cold)
+                   if r is not None)
 
     @property
     def restarts(self) -> int:
@@ -104,21 +110,31 @@ class Worker:
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, terse: bool = False,
-            maxfail: int = 0, edited_whole: bool = False) -> WarmResult:
+            maxfail: int = 0, edited_whole: bool = False, once: bool = False) -> WarmResult:
         """Run ``nodeids`` (None: the whole suite) on the workspace as it is; ``timeout``
         bounds the run, ``deadlines`` single tests (see :mod:`.inside.forkrun`). ``terse``:
         only the outcomes are wanted (no failure messages: see
         :func:`.inside.forkrun.outcomes_only`); ``maxfail``: stop after that many failures
         (a cold run of a sandbox that cannot spawn runs on); ``edited_whole``: the head image
-        may serve a whole suite on this edited tree (:meth:`ImageRunner.run`)."""
+        may serve a whole suite on this edited tree (:meth:`ImageRunner.run`); ``once``:
+        this tree is run no more (no tree image is collected for it)."""
         if self.server is None:
             assert self.cold is not None
             return self.cold.run(nodeids, timeout, deadlines)
-        if self.image is not None and not (self.shadow and self.shadow.image_off):
-            served = self.image.run(nodeids, timeout, deadlines, terse=terse, maxfail=maxfail,
-                                    edited_whole=edited_whole)
+        if not (self.shadow and self.shadow.image_off):
+            served, image = None, "head"
+            if self.image is not None:
+                served = self.image.run(nodeids, timeout, deadlines, terse=terse,
+                                        maxfail=maxfail, edited_whole=edited_whole)
+            if served is None and self.tree is not None and not self.ws.equals_head():
+                served, image = self.tree.run(nodeids, timeout, deadlines, terse=terse,
+                                              maxfail=maxfail, once=once), "tree"
             if served is not None:
-                if self.shadow is not None and self.shadow.due(served):
+                # a tree image's whole suite is the head image's whole-suite path, which its
+                # own checks watch; the tree image's selected runs are checked (the first one
+                # always), at a fraction of a whole suite's cost
+                if self.shadow is not None and (image == "head" or nodeids is not None) \
+                        and self.shadow.due(served, image):
                     # the ordinary way: a fresh pytest session in a fork of the warm server,
                     # which imports the project and collects anew (start-up on top)
                     plain = self.server.run(nodeids, 2 * timeout + 10, deadlines, terse=terse,

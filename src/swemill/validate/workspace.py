@@ -118,6 +118,14 @@ class Workspace:
             changed.append(rel)
         return changed
 
+    def fingerprint(self) -> tuple[TreeState, tuple[bytes | None, ...]] | None:
+        """The tree as it is now: its state and the bytes of every file the patches touched
+        (None when a patch touched files this cannot tell). Equal fingerprints, equal trees,
+        as far as the patches go (a file a test run wrote elsewhere is not seen)."""
+        if self._unknown:
+            return None
+        return self.state, tuple(self.read(rel) for rel in sorted(self._saved))
+
     def equals_head(self) -> bool:
         """Every file the patches touched is back to its bytes at the head commit."""
         return self.changed_py() == []

@@ -10,6 +10,11 @@ module-level edit, an edited function that ran at import, a test the image did n
 -- the answer is a refusal (``unservable``) and the caller runs the tree the ordinary way.
 This drives pytest's run-test loop itself (``_pytest.main.pytest_runtestloop`` on the
 collected session), the one private pytest entry point it relies on.
+
+The tree image is the same process over whatever tree the workspace holds when it starts
+(``record`` off: no profiler, no code to swap): a fork of it runs that tree's tests as a
+fork of the head image runs the head's, and the host asks it only while the workspace is
+still that tree.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ class HeadImage:
         self.requests, self.replies = Lines(requests), replies
         self.codes, self.reports, self.patch = codes, reports, patch
         self.profiler, self.started = profiler, started
+        """The C profiler recording what runs before the fork; None: nothing is recorded
+        (the tree image, which swaps no code)."""
+        self.record = profiler is not None
         self.ran: set[int] = set()
         """Ids of the code that ran before the fork (kept alive in ``self.ran_code``)."""
         self.ran_code: list[Any] = []
@@ -62,10 +70,12 @@ class HeadImage:
     def loop(self, session: Any) -> None:
         """pytest's run-test loop in the image: report ready, then serve until told to exit."""
         gc.collect()  # finalizers that run now are code that ran before the fork, too
-        self.profiler.disable()
-        self.ran_code = [e.code for e in self.profiler.getstats() if not isinstance(e.code, str)]
-        self.ran = {id(code) for code in self.ran_code}
-        self.profiler = None
+        if self.profiler is not None:
+            self.profiler.disable()
+            self.ran_code = [e.code for e in self.profiler.getstats()
+                             if not isinstance(e.code, str)]
+            self.ran = {id(code) for code in self.ran_code}
+            self.profiler = None
         self.session = session
         self.items = {item.nodeid: item for item in session.items}
         self.order = list(session.items)
@@ -74,6 +84,8 @@ class HeadImage:
         compiled = self.codes.compiled or {}
         if threading.active_count() > 1:  # a fork would copy only this thread
             ready = ImageReady(id=0, ready=False, error="threads were started while collecting")
+        elif not self.record:
+            gc.freeze()  # the tree image: nothing to swap: no functions to index, no texts to know
         else:
             files = set(compiled)
             mine = {id(self.ran_code), id(self.codes.compiled), *map(id, compiled.values())}
@@ -229,8 +241,9 @@ class HeadImage:
 
 
 def image_main(args: list[str], workdir: str, requests: int, replies: int, log_path: str,
-               codes: CodeCache, reports: ReportCache, patch: bool) -> None:
-    """The image process: import and collect at head, then serve (see the module docs)."""
+               codes: CodeCache, reports: ReportCache, patch: bool, record: bool = True) -> None:
+    """The image process: import and collect, then serve (see the module docs); ``record``:
+    note the code that ran before the fork (the head image; without it ``patch`` is off)."""
     started = time.monotonic()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -246,10 +259,10 @@ def image_main(args: list[str], workdir: str, requests: int, replies: int, log_p
     # which code runs while importing and collecting: the C profiler, Python functions only,
     # adds half the work a Python sys.setprofile callback does (counted by callgrind on
     # more-itertools' collection: 1.4 against 2.8 billion instructions; the same code seen)
-    profiler = cProfile.Profile(builtins=False)
+    profiler = cProfile.Profile(builtins=False) if record else None
     as_pytest_argv(args)
     image = HeadImage(workdir, requests, replies, log_path, profiler, started, codes, reports,
-                      patch)
+                      patch and record)
 
     class Plugin:
         @pytest.hookimpl(tryfirst=True)
@@ -257,9 +270,11 @@ def image_main(args: list[str], workdir: str, requests: int, replies: int, log_p
             image.loop(session)  # never returns
 
     try:
-        profiler.enable()
+        if profiler is not None:
+            profiler.enable()
         pytest.main(args, plugins=[Plugin()])
-        profiler.disable()
+        if profiler is not None:
+            profiler.disable()
         write(replies, ImageReady(id=0, ready=False, error="pytest ended before running tests"))
     finally:
         os._exit(0)

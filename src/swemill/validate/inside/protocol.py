@@ -46,6 +46,9 @@ class Flags:
     """Serve selected-test runs at head from a process that collected the suite once."""
     hotpatch: bool = True
     """Let the head image serve body-only edits by swapping function code."""
+    tree_image: bool = True
+    """Serve a tree the head image cannot (an edit of code that ran at import) from a
+    process that collected that tree once, when it is run more than once."""
 
     @classmethod
     def names(cls) -> list[str]:
@@ -93,11 +96,14 @@ class Run:
 @dataclass
 class StartImage:
     """Fork the head image (the workspace must be the head tree): import the project and
-    collect the suite as ``args`` would, then wait for :class:`RunInImage` requests."""
+    collect the suite as ``args`` would, then wait for :class:`RunInImage` requests.
+    ``tree``: the tree image instead, of the workspace as it is now (any tree; it records
+    nothing and swaps no code); the server keeps one of each kind."""
 
     id: int
     args: list[str]
     timeout: float = 120.0
+    tree: bool = False
     op: str = "start_image"
     v: int = VERSION
 
@@ -109,7 +115,9 @@ class RunInImage:
     the fork swaps in. ``whole``: run every item the image collected, in its order (the
     whole suite), instead of ``nodeids``, with the ``hotpatch`` swaps like any run (the host
     asks it on an edited tree only where a selection would stand for the edit: function
-    bodies none of which ran outside one test). ``terse``, ``maxfail``: as :class:`Run`'s."""
+    bodies none of which ran outside one test). ``terse``, ``maxfail``: as :class:`Run`'s.
+    ``tree``: run in the tree image (the host asks only while the workspace is the tree it
+    collected; ``hotpatch`` must be empty)."""
 
     id: int
     nodeids: list[str]
@@ -120,6 +128,7 @@ class RunInImage:
     whole: bool = False
     terse: bool = False
     maxfail: int = 0
+    tree: bool = False
     op: str = "run_in_image"
     v: int = VERSION
 

@@ -3,8 +3,9 @@
 Started inside the sandbox (by the package's ``__main__.py``) as ``python -u ENTRY WORKDIR
 [--off flag,...]``. It imports pytest and its plugins once, installs the code and report
 caches its flags allow, writes :class:`.Ready` and then serves: :class:`.Run` in a fork of
-itself (:mod:`.forkrun`), :class:`.StartImage` and :class:`.RunInImage` through its one head
-image (:mod:`.image`), until :class:`.Exit` or the end of its input. The project is never
+itself (:mod:`.forkrun`), :class:`.StartImage` and :class:`.RunInImage` through its head
+image or its tree image (:mod:`.image`, one of each at a time), until :class:`.Exit` or the
+end of its input. The project is never
 imported in this process, so every fork sees the workspace as it is on disk at that moment --
 except the workspace files the server did import before forking (``preloaded``: the project
 is a dependency of pytest or a plugin), which only a cold run sees.
@@ -47,19 +48,22 @@ if TYPE_CHECKING:
 
 
 class ImageHandle:
-    """The server's handle on its head image (at most one at a time)."""
+    """The server's handle on its head image, or (``tree``) on its tree image; at most one
+    process of each at a time."""
 
-    def __init__(self, codes: CodeCache, reports: ReportCache, flags: Flags) -> None:
-        self.codes, self.reports, self.flags = codes, reports, flags
+    def __init__(self, codes: CodeCache, reports: ReportCache, flags: Flags,
+                 tree: bool = False) -> None:
+        self.codes, self.reports, self.flags, self.tree = codes, reports, flags, tree
         self.pid = 0
         self.to_image = -1
         self.from_image: Lines | None = None
 
     def start(self, request: StartImage, workdir: str, tmp: str) -> ImageReady:
         self.stop()
-        if not self.flags.head_image:
-            return ImageReady(id=request.id, ready=False, error="head image switched off")
-        log_path = os.path.join(tmp, "image.log")
+        if not (self.flags.tree_image if self.tree else self.flags.head_image):
+            kind = "tree image" if self.tree else "head image"
+            return ImageReady(id=request.id, ready=False, error=f"{kind} switched off")
+        log_path = os.path.join(tmp, "tree.log" if self.tree else "image.log")
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         pid = os.fork()
@@ -69,7 +73,8 @@ class ImageHandle:
                 os.close(rep_r)
                 sys.stdin.close()
                 image_main(list(request.args), workdir, req_r, rep_w, log_path, self.codes,
-                           self.reports, self.flags.hotpatch)
+                           self.reports, self.flags.hotpatch and not self.tree,
+                           record=not self.tree)
             finally:
                 os._exit(70)
         os.close(req_r)
@@ -77,7 +82,7 @@ class ImageHandle:
         self.pid, self.to_image, self.from_image = pid, req_w, Lines(rep_r)
         ready = self.from_image.read(float(request.timeout))
         if not isinstance(ready, ImageReady) or not ready.ready:
-            self.stop()
+            self.stop(wait=isinstance(ready, ImageReady))  # no answer: it may be in a loop
             error = (ready.error if isinstance(ready, ImageReady) else "") or "no answer"
             with contextlib.suppress(OSError), open(log_path, "rb") as fh:
                 fh.seek(0, os.SEEK_END)
@@ -102,7 +107,8 @@ class ImageHandle:
             return refusal(request.id, "no head image", "the head image is gone")
         return reply
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """End the image: told to exit, killed after 5 s (at once without ``wait``)."""
         if not self.pid:
             return
         with contextlib.suppress(OSError):
@@ -112,7 +118,7 @@ class ImageHandle:
         if self.from_image is not None:
             with contextlib.suppress(OSError):
                 os.close(self.from_image.fd)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + (5 if wait else 0)
         while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
             if time.monotonic() > deadline:
                 with contextlib.suppress(ProcessLookupError):
@@ -198,12 +204,12 @@ def _fix_path(workdir: str) -> None:
     sys.path.insert(0, workdir)
 
 
-def _dispatch(request: Message, workdir: str, image: ImageHandle, reports: ReportCache,
-              flags: Flags, tmp: str) -> Message:
+def _dispatch(request: Message, workdir: str, images: tuple[ImageHandle, ImageHandle],
+              reports: ReportCache, flags: Flags, tmp: str) -> Message:
     if isinstance(request, StartImage):
-        return image.start(request, workdir, tmp)
+        return images[request.tree].start(request, workdir, tmp)
     if isinstance(request, RunInImage):
-        return image.ask(request)
+        return images[request.tree].ask(request)
     if isinstance(request, Run):
         cold = request.cold or not flags.fork
         return serve_one(request, workdir, run_child(request, reports, cold), reports)
@@ -226,7 +232,7 @@ def main(argv: list[str]) -> None:
     out = sys.stdout.buffer
     with tempfile.TemporaryDirectory(prefix="swemill-code-") as cache_dir:
         codes, reports = CodeCache(cache_dir, enabled=flags.code_cache), ReportCache()
-        image = ImageHandle(codes, reports, flags)
+        images = (ImageHandle(codes, reports, flags), ImageHandle(codes, reports, flags, True))
         ready = Ready(ready=True, startup_s=_warm_up(codes, reports, flags), pid=os.getpid(),
                       preloaded=_preloaded_files(workdir), flags_off=flags.off())
         out.write(encode(ready))
@@ -238,7 +244,8 @@ def main(argv: list[str]) -> None:
                 request = decode(line)
                 if isinstance(request, Exit):
                     break
-                out.write(encode(_dispatch(request, workdir, image, reports, flags, cache_dir)))
+                out.write(encode(_dispatch(request, workdir, images, reports, flags, cache_dir)))
                 out.flush()
         finally:
-            image.stop()
+            for image in images:
+                image.stop()
