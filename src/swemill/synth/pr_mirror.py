@@ -76,6 +76,15 @@ class PrMirrorStrategy:
         if not self.report.yielded:
             self.report.nothing("no commit changes source together with its tests")
 
+    def barren(self, repo: RepoView) -> str | None:
+        """Why this strategy can yield nothing on ``repo``, known before making any candidate
+        (None: it may yield); the validator gives such a strategy's share to the others."""
+        report, self.report = self.report, SynthReport(self.name)
+        try:
+            return None if self._history_head(repo) is not None else self.report.reason
+        finally:
+            self.report = report
+
     def _history_head(self, repo: RepoView) -> str | None:
         """The commit to walk back from, or None (with the reason recorded) if there is none."""
         try:

@@ -38,8 +38,10 @@ class TasksConfig(BaseModel):
     rows_repo: Path | None = None
     """A local clone holding the rows' base commits (default: the source's working copy)."""
     max_tasks: int = Field(default=4, ge=1)
-    """Tasks to write in all, shared evenly between the strategies (the default is sized for
-    a first run, ``swemill tasks`` alone or in a build)."""
+    """Tasks to write in all, shared evenly between the strategies; the share of one that can
+    yield nothing here (``pr-mirror`` on a one-commit history) goes to the first that can,
+    and what one leaves unfilled passes on to the next in the run's order, ``combine`` last
+    (the default is sized for a first run, ``swemill tasks`` alone or in a build)."""
     max_candidates: int | None = Field(default=None, ge=1)
     """Candidates each strategy may validate at most (default: 8 per task asked of it)."""
     workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
@@ -177,7 +179,8 @@ class TasksConfig(BaseModel):
 class StrategyYield:
     candidates: int = 0
     tasks: int = 0
-    """Written (at most the strategy's share of ``max_tasks``)."""
+    """Written (at most the strategy's share of ``max_tasks``, with the shares others could
+    not fill)."""
     valid: int = 0
     """Accepted by the gates (a few more than written when combine needs material)."""
     drops: dict[str, int] = field(default_factory=dict)

@@ -64,6 +64,21 @@ def _quotas(total: int, names: list[str]) -> dict[str, int]:
     return {n: total // k + (1 if i < total % k else 0) for i, n in enumerate(names)}
 
 
+def _share_barren(quotas: dict[str, int], order: list[str], run: RunState,
+                  view: RepoView) -> dict[str, str]:
+    """Move the share of a strategy that can yield nothing on this repository (pr-mirror on
+    a one-commit history) to the first strategy that may, before any runs; returns why each
+    such strategy yields nothing. What a strategy leaves unfilled passes on in the loop."""
+    why = {n: getattr(_strategy(n, run, []), "barren", lambda _view: None)(view)
+           for n in order}
+    barren = {n: reason for n, reason in why.items() if reason}
+    able = [n for n in order if n not in barren and n != "combine"]
+    if able:
+        quotas[able[0]] += sum(quotas[n] for n in barren)
+        quotas.update(dict.fromkeys(barren, 0))
+    return barren
+
+
 def _strategy(name: str, run: RunState, bugs: list[ValidatedBug]):  # type: ignore[no-untyped-def]
     config = run.config
     if name in MODEL_STRATEGIES:
@@ -134,10 +149,13 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     view = RepoView(root=src.path, repo=src.repo, commit=src.commit, baseline=baseline,
                     seed=config.seed)
     bugs: list[ValidatedBug] = []
+    barren = _share_barren(quotas, order, run, view)
     cpu0 = _cpu()
     v_start = time.monotonic()
+    unfilled = 0  # a strategy's share it could not fill passes on to the next one
     try:
         for i, name in enumerate(order):
+            quota = quotas[name] + unfilled
             old = (_resumed(store, run.spec, run.src.repo, run_id, name, manifest, bugs)
                    if resume else None)
             if old is not None:
@@ -146,9 +164,10 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
             else:
                 feed = config.combine_feed if i == 0 and "combine" in order else 0
                 fed = feed_digest(bugs) if name == "combine" else None
-                pairs, n_feed = _one_strategy(run, pool, view, name, quotas[name], feed, bugs,
-                                              result)
+                pairs, n_feed = _one_strategy(run, pool, view, name, quota, feed, bugs, result)
                 _record(store, manifest, run, result, name, feed=n_feed, fed=fed)
+            unfilled = max(0, quota - result.yields[name].tasks)
+            result.yields[name].note = result.yields[name].note or barren.get(name)
             _collect(result, name, pairs)
             if _sources(manifest)[source][name].get("feed", 0):
                 bugs += read_feed(store, run_id, _shard(src.repo, name))
