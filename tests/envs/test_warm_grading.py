@@ -111,7 +111,7 @@ def _append(code: str) -> ToolCall:
 def pool(sample_tasks: SampleTasks) -> Iterator[envs.EnvPool]:
     p = envs.EnvPool.of_run(sample_tasks.store, sample_tasks.run_id,
                             sample_tasks.env_config(lint=False, test_timeout_s=120.0,
-                                                    command_timeout_s=60.0))
+                                                    command_timeout_s=60.0, grading_servers=3))
     yield p
     p.close()
 
@@ -245,3 +245,50 @@ def test_a_server_started_from_a_thread_that_ended_still_serves(
     time.sleep(0.5)  # long enough for a parent-death signal to land
     solved = _graded(pool, task_id, grader, [], sample_tasks, golden=True)
     assert solved.resolved and (grader.warm_runs, grader.cold_fallbacks) == (1, 0)
+
+
+
+# A test of the policy's own (it is run over an exact copy of the workspace) that takes long
+# enough for runs to overlap.
+_SLOW_TEST = '''import time
+
+def test_takes_a_while():
+    time.sleep(1.5)
+'''
+
+
+def test_grading_servers_start_as_runs_wait(sample_tasks: SampleTasks,
+                                            pool: envs.EnvPool) -> None:
+    task_id = sample_tasks.tasks[1].instance_id
+    base = pool.base(task_id)
+    assert base.grader is not None and base.repo_env is not None
+    assert base.grader.max_servers == pool.config.grading_servers == 3
+    grader = WarmGrader(base.grader.task, base.repo_env, base.grader.pristine,
+                        test_timeout_s=120.0, max_servers=3)
+    envs_ = [pool.fork(task_id) for _ in range(4)]
+    try:
+        for env in envs_:
+            (env.sandbox.workspace / "tests" / "test_slow.py").write_text(_SLOW_TEST)
+        ids = ["tests/test_slow.py::test_takes_a_while"]
+
+        def run(env: TaskEnv) -> str:
+            served = grader.run_tests(env.sandbox.workspace, ids)
+            assert served is not None, grader.unusable
+            return served[0].status(ids[0])
+
+        # one at a time: one server serves them all
+        assert [run(env) for env in envs_[:2]] == ["passed"] * 2
+        assert grader.servers == 1
+        # four at once: servers start for those waiting, up to three
+        out: list[str] = []
+        threads = [threading.Thread(target=lambda e=env: out.append(run(e))) for env in envs_]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert out == ["passed"] * 4
+        assert grader.servers == 3 and grader.warm_tests == 6 and grader.cold_tests == 0
+    finally:
+        for env in envs_:
+            env.close()
+        grader.close()

@@ -9,6 +9,7 @@ owners that are dead, never another live process's.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +20,13 @@ from pathlib import Path
 import pytest
 
 from swemill.sandbox.cgroups import CommandCgroups, cgroup_support, leftover_groups
-from swemill.sandbox.leftovers import owner_pid, remove_own, scratch_dir, sweep_scratch
+from swemill.sandbox.leftovers import (
+    memory_parent,
+    owner_pid,
+    remove_own,
+    scratch_dir,
+    sweep_scratch,
+)
 
 CGROUPS = cgroup_support().pids or cgroup_support().memory
 
@@ -83,6 +90,23 @@ def test_scratch_dirs_carry_the_owner_pid() -> None:
         assert d.name.startswith(f"swemill-{os.getpid()}-probe-")
     finally:
         d.rmdir()
+
+
+@pytest.mark.skipif(memory_parent() is None, reason="no writable tmpfs at /dev/shm")
+def test_in_memory_scratch_dirs_are_made_and_swept_in_dev_shm() -> None:
+    memory = memory_parent()
+    assert memory is not None
+    mine = scratch_dir("gslot", in_memory=True)
+    dead = memory / f"swemill-{_dead_pid()}-gslot-abc"
+    (dead / "ws").mkdir(parents=True)
+    try:
+        assert mine.parent == memory and owner_pid(mine.name) == os.getpid()
+        assert dead in sweep_scratch() and not dead.exists() and mine.is_dir()
+        assert mine in remove_own() and not mine.exists()
+    finally:
+        for folder in (mine, dead):
+            if folder.exists():
+                shutil.rmtree(folder)
 
 
 def _start(tmp_path: Path) -> subprocess.Popen[str]:

@@ -67,8 +67,12 @@ class EnvConfig:
     cache: Path | None = None
     """swemill's cache (sources and environments); None: ``$SWEMILL_CACHE`` or the default."""
     test_nice: int = 0
-    """Niceness added to test runs (the policy's ``run_tests`` and grading), so that short
-    interactive steps of other environments are not queued behind them on a busy machine."""
+    """Niceness added to test runs (the policy's ``run_tests`` and grading): a smaller share
+    of the CPU than the other processes of their scheduling group (with the kernel's
+    autogroups on, each sandbox is a group of its own: no other group is affected)."""
+    grading_servers: int | None = None
+    """Warm grading servers per task at most (started as requests wait for one); None: the
+    number of cores."""
     warm_grading: bool = True
     """Where environments share a prepared workspace (the environment server), grade through
     warm grading servers (:mod:`swemill.agent.warmgrade`); off: a fresh sandbox each time."""
@@ -198,7 +202,8 @@ class TaskEnv:
             raise SandboxError("the task environment is not reset (call reset(task) first)")
         self.grader = WarmGrader(self.task, self.repo_env, self._pristine,
                                  test_timeout_s=self.config.test_timeout_s,
-                                 backend=self.config.backend, nice=self.config.test_nice)
+                                 backend=self.config.backend, nice=self.config.test_nice,
+                                 max_servers=self.config.grading_servers)
         self._owns_grader = True
         return self.grader
 

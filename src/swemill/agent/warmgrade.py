@@ -84,7 +84,7 @@ class GradingServer:
     def __init__(self, repo_env: RepoEnv, pristine: Path, *, backend: str = "auto",
                  nice: int = 0) -> None:
         self.repo_env, self.pristine, self.nice = repo_env, pristine, nice
-        self._root = scratch_dir("gslot")
+        self._root = scratch_dir("gslot", in_memory=True)  # rebuilt for every run
         self.slot = self._root / "ws"
         self.slot.mkdir()
         self._seq = 0
@@ -195,6 +195,9 @@ class WarmGrader:
         self.max_servers = max_servers or max(os.cpu_count() or 1, 1)
         self._idle: list[GradingServer] = []
         self._count = 0
+        """Servers started or starting (idle, busy, or on their way)."""
+        self._starting = 0
+        self._waiting = 0
         self._cond = threading.Condition()
         self._closed = False
         self.unusable: str | None = None
@@ -218,6 +221,12 @@ class WarmGrader:
         # lives as long as the grader starts them all
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grading-servers")
 
+    @property
+    def servers(self) -> int:
+        """Servers started or starting now."""
+        with self._cond:
+            return self._count
+
     def prestart(self) -> None:
         """Start one server ahead of the first grading (errors leave the task to cold)."""
         server = self._take()
@@ -225,23 +234,47 @@ class WarmGrader:
             self._give(server)
 
     def _take(self) -> GradingServer | None:
+        """A free server: an idle one, else the first to come of those busy now and one more
+        started in the background for each request waiting beyond those already starting
+        (up to ``max_servers``): capacity follows demand, and no request waits for a start
+        that a server freed meanwhile could have saved it."""
         with self._cond:
-            while not self._idle and self._count >= self.max_servers and not self._closed:
-                self._cond.wait()
-            if self._closed or self.unusable is not None:
-                return None
-            if self._idle:
-                return self._idle.pop()
-            self._count += 1
+            self._waiting += 1
+            try:
+                while True:
+                    if self._closed or self.unusable is not None:
+                        return None
+                    if self._idle:
+                        return self._idle.pop()
+                    if self._starting < self._waiting and self._count < self.max_servers:
+                        self._count += 1
+                        self._starting += 1
+                        self._starter.submit(self._start_one)
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
+
+    def _start_one(self) -> None:
+        """Start a server (on the starter thread) and make it idle, or say why none can."""
         try:
-            return self._starter.submit(GradingServer, self.repo_env, self.pristine,
-                                        backend=self.backend, nice=self.nice).result()
-        except SwemillError as exc:
+            server = GradingServer(self.repo_env, self.pristine, backend=self.backend,
+                                   nice=self.nice)
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the task is graded cold
             with self._cond:
                 self._count -= 1
-                self.unusable = str(exc)
+                self._starting -= 1
+                self.unusable = str(exc) if isinstance(exc, SwemillError) else repr(exc)
                 self._cond.notify_all()
-            return None
+            return
+        with self._cond:
+            self._starting -= 1
+            if self._closed:
+                self._count -= 1
+            else:
+                self._idle.append(server)
+                self._cond.notify_all()
+                return
+        server.close()
 
     def _give(self, server: GradingServer) -> None:
         with self._cond:
@@ -349,4 +382,4 @@ class WarmGrader:
             self._cond.notify_all()
         for server in idle:
             server.close()
-        self._starter.shutdown(wait=False)
+        self._starter.shutdown(wait=False, cancel_futures=True)

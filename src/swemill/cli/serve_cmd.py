@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -36,7 +37,11 @@ def register(app: typer.Typer) -> None:
         = 900.0,
         test_nice: Annotated[int, typer.Option(
             "--test-nice", min=0, max=19, help="Niceness added to test runs (run_tests and "
-            "grading), so that other sessions' short steps are not queued behind them.")] = 5,
+            "grading): a smaller CPU share, where the kernel's autogroups are off.")] = 0,
+        grading_servers: Annotated[int | None, typer.Option(
+            "--grading-servers", min=1, help="Warm grading servers per task at most, started "
+            "as gradings wait for one (default: the larger of the cores and "
+            "--max-sessions).")] = None,
         cold_grading: Annotated[bool, typer.Option(
             "--cold-grading", help="Grade in a fresh sandbox each time, not through warm "
             "grading servers.")] = False,
@@ -74,6 +79,9 @@ def register(app: typer.Typer) -> None:
                                                           warm_grading=not cold_grading,
                                                           warm_tests=not cold_tests,
                                                           test_nice=test_nice,
+                                                          grading_servers=grading_servers or
+                                                          max(os.cpu_count() or 1,
+                                                              max_sessions),
                                                           session_runner=not step_sandbox),
                                   spares=spare_sessions)
         except SwemillError as exc:

@@ -50,7 +50,7 @@ class EnvPool:
         self._spare_lock = threading.Lock()
         self._filler: ThreadPoolExecutor | None = None
         self.store = store.policy_view()
-        self.config = config or EnvConfig(lint=False, test_nice=5)
+        self.config = config or EnvConfig(lint=False)
         self.resolver = resolver or EnvResolver(self.config.cache)
         self.tasks = {t.instance_id: t for t in sorted(tasks, key=lambda t: t.instance_id)}
         self._bases: dict[str, TaskEnv] = {}

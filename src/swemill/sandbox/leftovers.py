@@ -1,6 +1,7 @@
 """What a swemill process leaves on the host, named after it, and the sweep of what the dead left.
 
-Every temporary folder swemill makes is ``<tmp>/swemill-<pid>-<kind>-*`` (:func:`scratch_dir`),
+Every temporary folder swemill makes is ``<tmp>/swemill-<pid>-<kind>-*`` (:func:`scratch_dir`;
+a few small trees rebuilt often, the warm grading slots, under ``/dev/shm`` instead),
 every cgroup ``swemill-<pid>-*`` (:mod:`swemill.sandbox.cgroups`) and every overlay store
 ``<tmp>/swm-<pid>-*`` (:mod:`swemill.sandbox.fork`). A process removes its own on the way out,
 a SIGTERM included (the CLI turns it into a normal exit); a SIGKILL leaves them. So each CLI
@@ -25,8 +26,8 @@ from pathlib import Path
 from swemill.sandbox import fork
 from swemill.sandbox.cgroups import reap_dead_groups
 
-__all__ = ["PREFIX", "Sweep", "scratch_dir", "scratch_prefix", "owner_pid", "remove_own",
-           "sweep", "sweep_scratch"]
+__all__ = ["PREFIX", "Sweep", "memory_parent", "scratch_dir", "scratch_prefix", "owner_pid",
+           "remove_own", "sweep", "sweep_scratch"]
 
 PREFIX = "swemill-"
 _MNT_DETACH = 2
@@ -37,9 +38,35 @@ def scratch_prefix(kind: str) -> str:
     return f"{PREFIX}{os.getpid()}-{kind}-"
 
 
-def scratch_dir(kind: str) -> Path:
-    """A new private folder under the temp directory, named after this process."""
-    return Path(tempfile.mkdtemp(prefix=scratch_prefix(kind)))
+def memory_parent() -> Path | None:
+    """``/dev/shm`` when it is a tmpfs this process can write to, else None. Making a file or
+    folder there costs a fraction of the CPU it costs on a disk's filesystem (on this
+    project's ext4 ``/tmp``, a 51-file grading tree took ~40 ms of CPU to build, ~4 ms
+    in ``/dev/shm``)."""
+    global _MEMORY
+    if _MEMORY is None:
+        shm, found = Path("/dev/shm"), False
+        with contextlib.suppress(OSError):
+            found = any(line.split()[1:3] == ["/dev/shm", "tmpfs"]
+                        for line in Path("/proc/self/mounts").read_text().splitlines())
+        _MEMORY = (shm if found and os.access(shm, os.W_OK | os.X_OK) else None,)
+    return _MEMORY[0]
+
+
+_MEMORY: tuple[Path | None] | None = None
+
+
+def scratch_dir(kind: str, *, in_memory: bool = False) -> Path:
+    """A new private folder under the temp directory, named after this process;
+    ``in_memory``: under :func:`memory_parent` where there is one (small trees rebuilt often)."""
+    parent = memory_parent() if in_memory else None
+    return Path(tempfile.mkdtemp(prefix=scratch_prefix(kind), dir=parent))
+
+
+def _parents() -> list[Path]:
+    """Where :func:`scratch_dir` makes folders."""
+    memory = memory_parent()
+    return [Path(tempfile.gettempdir()), *([memory] if memory is not None else [])]
 
 
 def owner_pid(name: str, prefix: str = PREFIX) -> int | None:
@@ -90,9 +117,8 @@ def _unmount_under(folder: Path) -> None:
 
 def sweep_scratch(parent: Path | None = None) -> list[Path]:
     """Remove ``swemill-<pid>-*`` folders (and files) of dead processes; returns them."""
-    parent = parent or Path(tempfile.gettempdir())
     removed = []
-    for entry in _dead_owned(parent, PREFIX):
+    for entry in [e for p in ([parent] if parent else _parents()) for e in _dead_owned(p, PREFIX)]:
         if entry.is_symlink() or not entry.is_dir():
             with contextlib.suppress(OSError):
                 entry.unlink()
@@ -109,21 +135,26 @@ def remove_own(parent: Path | None = None) -> list[Path]:
 
     A ``finally`` that deletes a folder can itself be cut short by SIGTERM (the signal lands
     mid-``rmtree``, or between ``mkdtemp`` and the ``try``); this catches what such a cut left."""
-    parent = parent or Path(tempfile.gettempdir())
     mine = f"{PREFIX}{os.getpid()}-"
     removed = []
-    with contextlib.suppress(OSError):
-        for entry in parent.iterdir():
-            if not entry.name.startswith(mine):
-                continue
-            if entry.is_symlink() or not entry.is_dir():
-                with contextlib.suppress(OSError):
-                    entry.unlink()
-            else:
-                _unmount_under(entry)
-                shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry)
+    for entry in [e for p in ([parent] if parent else _parents()) for e in _listing(p)]:
+        if not entry.name.startswith(mine):
+            continue
+        if entry.is_symlink() or not entry.is_dir():
+            with contextlib.suppress(OSError):
+                entry.unlink()
+        else:
+            _unmount_under(entry)
+            shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
     return removed
+
+
+def _listing(parent: Path) -> list[Path]:
+    try:
+        return list(parent.iterdir())
+    except OSError:
+        return []
 
 
 @dataclass(slots=True)
@@ -140,7 +171,7 @@ def sweep() -> Sweep:
     with contextlib.suppress(OSError):
         done.groups = reap_dead_groups(_alive)
     with contextlib.suppress(OSError):
-        done.folders = sweep_scratch()
+        done.folders = sweep_scratch()  # the temp directory and memory_parent()
     with contextlib.suppress(OSError, ImportError, AttributeError):
         fork._reap_stale(fork._store_parent())
     return done
