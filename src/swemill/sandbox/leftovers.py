@@ -115,16 +115,20 @@ def _unmount_under(folder: Path) -> None:
         libc.umount2(os.fsencode(point), _MNT_DETACH)
 
 
+def _remove(entry: Path) -> None:
+    if entry.is_symlink() or not entry.is_dir():
+        with contextlib.suppress(OSError):
+            entry.unlink()
+    else:
+        _unmount_under(entry)
+        shutil.rmtree(entry, ignore_errors=True)
+
+
 def sweep_scratch(parent: Path | None = None) -> list[Path]:
     """Remove ``swemill-<pid>-*`` folders (and files) of dead processes; returns them."""
     removed = []
     for entry in [e for p in ([parent] if parent else _parents()) for e in _dead_owned(p, PREFIX)]:
-        if entry.is_symlink() or not entry.is_dir():
-            with contextlib.suppress(OSError):
-                entry.unlink()
-        else:
-            _unmount_under(entry)
-            shutil.rmtree(entry, ignore_errors=True)
+        _remove(entry)
         if not entry.exists() and not entry.is_symlink():
             removed.append(entry)
     return removed
@@ -140,12 +144,7 @@ def remove_own(parent: Path | None = None) -> list[Path]:
     for entry in [e for p in ([parent] if parent else _parents()) for e in _listing(p)]:
         if not entry.name.startswith(mine):
             continue
-        if entry.is_symlink() or not entry.is_dir():
-            with contextlib.suppress(OSError):
-                entry.unlink()
-        else:
-            _unmount_under(entry)
-            shutil.rmtree(entry, ignore_errors=True)
+        _remove(entry)
         removed.append(entry)
     return removed
 
