@@ -378,11 +378,10 @@ def _near_miss(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Bas
     selected = select_tests(cand, baseline)
     tests = [*verdict.fail_to_pass,
              *sorted(p2p if selected is None else p2p & set(selected))]
-    # No per-test deadlines here: a deadline kill in a near-miss run was followed by false
-    # timeouts in the worker's next candidates (14 of 40 on more-itertools). A short
-    # whole-run budget instead: a variant that does not pass in time is caught.
-    budget = adaptive_timeout(baseline, tests, factor=ctx.timeout_factor,
-                              margin_s=1.0) * ctx.busy()
+    # No per-test deadlines here (a kill by one was followed by false timeouts in the worker's
+    # next candidates: 14 of 40 on more-itertools); a whole-run budget instead, also in CPU
+    # seconds: a variant that loops forever ends there, not at the load-scaled wall budget
+    cpu = adaptive_timeout(baseline, tests, factor=ctx.timeout_factor, margin_s=1.0)
     tried = caught = 0
     for variant in variants:
         try:
@@ -391,7 +390,8 @@ def _near_miss(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Bas
             continue
         tried += 1
         try:
-            ev = evidence_of(worker.run(tests, budget, terse=True, maxfail=1, once=True), tests)
+            ev = evidence_of(worker.run(tests, cpu * ctx.busy(), terse=True, maxfail=1,
+                                        once=True, cpu_timeout=cpu), tests)
         except SandboxError:  # the server died under the variant: the task's verdict stands
             caught += 1
             continue

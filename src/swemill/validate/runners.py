@@ -47,10 +47,11 @@ class TestRunner(Protocol):
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, terse: bool = False,
-            maxfail: int = 0) -> WarmResult | None:
+            maxfail: int = 0, cpu_timeout: float = 0.0) -> WarmResult | None:
         """The run's result; None when this runner declines the run (try the next).
         ``terse``: the outcomes are all that is wanted (failures need not be formatted);
-        ``maxfail``: stop after that many failures (0: never)."""
+        ``maxfail``: stop after that many failures (0: never); ``cpu_timeout``: the test
+        process's CPU seconds at which the run ends, timed out (0: none)."""
         ...
 
     cpu_s: float
@@ -117,7 +118,7 @@ class ServerRunner:
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, cold: bool = False,
-            terse: bool = False, maxfail: int = 0) -> WarmResult:
+            terse: bool = False, maxfail: int = 0, cpu_timeout: float = 0.0) -> WarmResult:
         """Run in a fork of the server (``cold``, or on a stale tree: a fresh interpreter).
         A server that died is restarted once and the run repeated; if it dies again the
         error propagates to the candidate, which is then dropped."""
@@ -132,7 +133,7 @@ class ServerRunner:
             stale = cold or self.stale()  # a restarted server imported this tree
             try:
                 result = warm.run(args, timeout, deadlines, cold=stale, terse=terse,
-                                  maxfail=maxfail)
+                                  maxfail=maxfail, cpu_timeout=cpu_timeout)
             except SandboxError:
                 self.stop()
                 if attempt:
@@ -204,7 +205,8 @@ class ImageRunner:
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, terse: bool = False,
-            maxfail: int = 0, edited_whole: bool = False) -> WarmResult | None:
+            maxfail: int = 0, edited_whole: bool = False,
+            cpu_timeout: float = 0.0) -> WarmResult | None:
         """As :meth:`TestRunner.run`. A whole suite (``nodeids`` None) is served on the head
         tree, or with ``edited_whole`` on an edited one: the caller knows the edits are
         function bodies that ran in no import, collection or wide fixture (``select_tests``
@@ -223,7 +225,7 @@ class ImageRunner:
             return None
         return _served(self, lambda: warm.run_image(
             None if nodeids is None else list(nodeids), changed, timeout, deadlines,
-            terse=terse, maxfail=maxfail))
+            terse=terse, maxfail=maxfail, cpu_timeout=cpu_timeout))
 
     def lost(self) -> None:
         """The image is gone (or its server): not up until started again."""
@@ -252,7 +254,7 @@ class TreeImageRunner:
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, terse: bool = False, maxfail: int = 0,
-            once: bool = False) -> WarmResult | None:
+            once: bool = False, cpu_timeout: float = 0.0) -> WarmResult | None:
         """As :meth:`TestRunner.run`; ``once``: the tree is run this once, so a tree not in
         the image already is not worth collecting for it."""
         warm = self.server.warm
@@ -268,7 +270,7 @@ class TreeImageRunner:
             self.tree = tree
         return _served(self, lambda: warm.run_image(
             None if nodeids is None else list(nodeids), [], timeout, deadlines, terse=terse,
-            maxfail=maxfail, tree=True))
+            maxfail=maxfail, tree=True, cpu_timeout=cpu_timeout))
 
     def lost(self) -> None:
         """The image is gone (or its server): the next run starts it anew."""
@@ -324,7 +326,7 @@ class ColdRunner:
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, terse: bool = False,
-            maxfail: int = 0) -> WarmResult:
+            maxfail: int = 0, cpu_timeout: float = 0.0) -> WarmResult:
         report = run_tests(self.sb, self.env, nodeids, timeout=timeout)
         results = report.results.values()
         exit_code = report.exit_code if report.trustworthy or report.timed_out else 3

@@ -143,27 +143,30 @@ class WarmWorker:
         return reply
 
     def run(self, args: list[str], timeout: float, deadlines: Deadlines | None = None, *,
-            cold: bool = False, terse: bool = False, maxfail: int = 0) -> WarmResult:
+            cold: bool = False, terse: bool = False, maxfail: int = 0,
+            cpu_timeout: float = 0.0) -> WarmResult:
         """Run pytest with ``args`` in a fresh child; ``timeout`` bounds the child, and
         ``deadlines`` bound single tests within it. ``cold``: the child is a fresh
         interpreter, not a fork of the warm one. ``terse``: outcomes only (failures not
-        formatted, no failure messages); ``maxfail``: stop after that many failures."""
+        formatted, no failure messages); ``maxfail``: stop after that many failures;
+        ``cpu_timeout``: the child's CPU seconds at which the run ends, timed out (0: none)."""
         limits = deadlines or Deadlines()
         request = wire.Run(self._id(), args, timeout, dict(limits.wall), dict(limits.cpu), cold,
-                           terse, maxfail)
+                           terse, maxfail, cpu_timeout)
         return self._result(self._ask(request, timeout + 30.0))
 
     def run_image(self, nodeids: list[str] | None, hotpatch: list[str], timeout: float,
                   deadlines: Deadlines | None = None, *, terse: bool = False,
-                  maxfail: int = 0, tree: bool = False) -> WarmResult:
+                  maxfail: int = 0, tree: bool = False, cpu_timeout: float = 0.0) -> WarmResult:
         """Run ``nodeids`` in a fork of the head image, with the edited functions of the
         ``hotpatch`` files (workspace-relative) swapped in; ``unservable`` set when it can't.
         ``nodeids`` None: every test the image collected (the head tree's whole suite).
-        ``tree``: in a fork of the tree image (no ``hotpatch``)."""
+        ``tree``: in a fork of the tree image (no ``hotpatch``); ``cpu_timeout``: as
+        :meth:`run`'s."""
         limits = deadlines or Deadlines()
         request = wire.RunInImage(self._id(), nodeids or [], hotpatch, timeout,
                                   dict(limits.wall), dict(limits.cpu), nodeids is None, terse,
-                                  maxfail, tree)
+                                  maxfail, tree, cpu_timeout)
         return self._result(self._ask(request, timeout + 60.0))
 
     @staticmethod

@@ -110,14 +110,17 @@ class Worker:
 
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, terse: bool = False,
-            maxfail: int = 0, edited_whole: bool = False, once: bool = False) -> WarmResult:
+            maxfail: int = 0, edited_whole: bool = False, once: bool = False,
+            cpu_timeout: float = 0.0) -> WarmResult:
         """Run ``nodeids`` (None: the whole suite) on the workspace as it is; ``timeout``
         bounds the run, ``deadlines`` single tests (see :mod:`.inside.forkrun`). ``terse``:
         only the outcomes are wanted (no failure messages: see
         :func:`.inside.forkrun.outcomes_only`); ``maxfail``: stop after that many failures
         (a cold run of a sandbox that cannot spawn runs on); ``edited_whole``: the head image
         may serve a whole suite on this edited tree (:meth:`ImageRunner.run`); ``once``:
-        this tree is run no more (no tree image is collected for it)."""
+        this tree is run no more (no tree image is collected for it); ``cpu_timeout``: the
+        test process's CPU seconds at which the run ends, timed out (0: none; a sandbox that
+        cannot spawn has only the wall budget)."""
         if self.server is None:
             assert self.cold is not None
             return self.cold.run(nodeids, timeout, deadlines)
@@ -125,10 +128,12 @@ class Worker:
             served, image = None, "head"
             if self.image is not None:
                 served = self.image.run(nodeids, timeout, deadlines, terse=terse,
-                                        maxfail=maxfail, edited_whole=edited_whole)
+                                        maxfail=maxfail, edited_whole=edited_whole,
+                                        cpu_timeout=cpu_timeout)
             if served is None and self.tree is not None and not self.ws.equals_head():
                 served, image = self.tree.run(nodeids, timeout, deadlines, terse=terse,
-                                              maxfail=maxfail, once=once), "tree"
+                                              maxfail=maxfail, once=once,
+                                              cpu_timeout=cpu_timeout), "tree"
             if served is not None:
                 # a tree image's whole suite is the head image's whole-suite path, which its
                 # own checks watch; the tree image's selected runs are checked (the first one
@@ -138,13 +143,14 @@ class Worker:
                     # the ordinary way: a fresh pytest session in a fork of the warm server,
                     # which imports the project and collects anew (start-up on top)
                     plain = self.server.run(nodeids, 2 * timeout + 10, deadlines, terse=terse,
-                                            maxfail=maxfail)
+                                            maxfail=maxfail, cpu_timeout=cpu_timeout)
                     asked = list(nodeids) if nodeids is not None else list(
                         dict.fromkeys([*served.outcomes, *plain.outcomes]))
                     if not self.shadow.compare(asked, served, plain):
                         return plain
                 return served
-        return self.server.run(nodeids, timeout, deadlines, terse=terse, maxfail=maxfail)
+        return self.server.run(nodeids, timeout, deadlines, terse=terse, maxfail=maxfail,
+                               cpu_timeout=cpu_timeout)
 
     def checkout(self, state: TreeState) -> None:
         """Put the workspace into ``state`` (see :meth:`Workspace.checkout`). The first move

@@ -222,10 +222,11 @@ class _Progress:
                     self.running, self.until = None, float("inf")
 
 
-def _wait(pid: int, timeout: float,
-          progress: _Progress) -> tuple[int, bool, float, str | None]:
+def _wait(pid: int, timeout: float, progress: _Progress,
+          cpu_timeout: float = 0.0) -> tuple[int, bool, float, str | None]:
     """(exit code, timed out, CPU seconds of the child and everything it reaped, the test
-    that went past its own deadline)."""
+    that went past its own deadline); ``cpu_timeout``: the child's own CPU seconds at which
+    the run ends as timed out too (0: none)."""
     deadline = time.monotonic() + timeout
     delay = 0.0005
     while True:
@@ -235,7 +236,8 @@ def _wait(pid: int, timeout: float,
         progress.poll()
         now = time.monotonic()
         hung = progress.running if progress.over(now) else None
-        if now >= deadline or hung is not None:
+        spent = cpu_timeout > 0 and (_proc_cpu(pid) or 0.0) >= cpu_timeout
+        if now >= deadline or hung is not None or spent:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
@@ -291,7 +293,8 @@ def serve_one(request: Run | RunInImage, workdir: str, child: Child, reports: Re
         cpu = {str(k): float(v) for k, v in request.cpu_deadlines.items()}
         try:
             exit_code, timed_out, cpu_s, hung = _wait(pid, float(request.timeout),
-                                                      _Progress(read_end, deadlines, pid, cpu))
+                                                      _Progress(read_end, deadlines, pid, cpu),
+                                                      float(request.cpu_timeout))
         finally:
             os.close(read_end)
         found: dict[str, Any] = {}

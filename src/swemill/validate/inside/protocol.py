@@ -79,7 +79,8 @@ class Run:
     ``cold``: the child is a fresh interpreter (a tree that edits a file the server
     imported itself). ``terse``: outcomes only, failures not formatted (see
     :func:`.forkrun.outcomes_only`). ``maxfail``: stop after that many failures (pytest's
-    ``--maxfail``; 0: never)."""
+    ``--maxfail``; 0: never). ``cpu_timeout``: the run also ends, timed out, once the child
+    has used that many CPU seconds (0: no such limit)."""
 
     id: int
     args: list[str]
@@ -89,6 +90,7 @@ class Run:
     cold: bool = False
     terse: bool = False
     maxfail: int = 0
+    cpu_timeout: float = 0.0
     op: str = "run"
     v: int = VERSION
 
@@ -115,7 +117,8 @@ class RunInImage:
     the fork swaps in. ``whole``: run every item the image collected, in its order (the
     whole suite), instead of ``nodeids``, with the ``hotpatch`` swaps like any run (the host
     asks it on an edited tree only where a selection would stand for the edit: function
-    bodies none of which ran outside one test). ``terse``, ``maxfail``: as :class:`Run`'s.
+    bodies none of which ran outside one test). ``terse``, ``maxfail``, ``cpu_timeout``: as
+    :class:`Run`'s.
     ``tree``: run in the tree image (the host asks only while the workspace is the tree it
     collected; ``hotpatch`` must be empty)."""
 
@@ -129,6 +132,7 @@ class RunInImage:
     terse: bool = False
     maxfail: int = 0
     tree: bool = False
+    cpu_timeout: float = 0.0
     op: str = "run_in_image"
     v: int = VERSION
 
