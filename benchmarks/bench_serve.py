@@ -23,7 +23,8 @@ session's sandbox, as another row; ``--per-command``
 runs it with ``--sandbox-per-command`` (a new sandbox for every command instead of one
 long-lived sandbox per session whose runner forks them), as another row; ``--no-spares`` runs
 it with ``--spare-sessions 0`` (no spare sessions: a reset's runner starts at the reset), as
-another row. Then the same
+another row; ``--per-core`` runs it with ``--grading-servers`` set to the number of cores (a
+task's grading servers before they followed demand), as another row. Then the same
 episodes, K at a time, through a fresh per-episode sandbox (no fork, no server:
 ``TaskEnv.reset`` unpacks the snapshot and opens a new sandbox each time; in-process, so it
 pays no HTTP; graded cold; the repository's built environment looked up once per K, as the
@@ -31,7 +32,7 @@ server does), as the naive comparison.
 
     .venv/bin/python benchmarks/bench_serve.py [--clients 1,8,32] [--episodes 2] [--tasks 3]
         [--solve-every 2]
-        [--per-command] [--cold-grading] [--cold-tests] [--no-spares] [--no-naive]
+        [--per-command] [--cold-grading] [--cold-tests] [--no-spares] [--per-core] [--no-naive]
 """
 
 from __future__ import annotations
@@ -257,6 +258,9 @@ def main() -> None:
                         help="Also run the server with --sandbox-per-command (another row).")
     parser.add_argument("--no-spares", action="store_true",
                         help="Also run the server with --spare-sessions 0 (another row).")
+    parser.add_argument("--per-core", action="store_true",
+                        help="Also run the server with --grading-servers set to the number of "
+                        "cores (another row).")
     parser.add_argument("--gradings", type=int, default=0, metavar="N",
                         help="Also grade each task's workspace N times warm and N times cold, "
                         "in turn, in-process: CPU seconds per grading (left as the episode "
@@ -343,7 +347,9 @@ def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: A
                                  if args.per_command else []),
                 *([("coldrt", ["--cold-tests"])] if args.cold_tests else []),
                 *([("cold", ["--cold-grading"])] if args.cold_grading else []),
-                *([("nospare", ["--spare-sessions", "0"])] if args.no_spares else [])]
+                *([("nospare", ["--spare-sessions", "0"])] if args.no_spares else []),
+                *([("percore", ["--grading-servers", str(os.cpu_count() or 1)])]
+                  if args.per_core else [])]
         for label, extra in rows:
             served[label] = _serve(root, run, pairs, k, args, cache, label, extra, meter)
         if "percmd" in served:
