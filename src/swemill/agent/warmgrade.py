@@ -196,6 +196,7 @@ class WarmGrader:
         self._idle: list[GradingServer] = []
         self._count = 0
         """Servers started or starting (idle, busy, or on their way)."""
+        self._starting = 0
         self._waiting = 0
         self._cond = threading.Condition()
         self._closed = False
@@ -233,11 +234,10 @@ class WarmGrader:
             self._give(server)
 
     def _take(self) -> GradingServer | None:
-        """A free server: an idle one, else the first to come of those busy or starting now.
-        One more is started in the background (up to ``max_servers``) while more requests
-        wait than there are servers (busy or starting): a waiting request then gets a server
-        within one run. Fewer waiting wait for a busy one: a start costs a few runs' CPU.
-        No request waits for a start that a server freed meanwhile could have saved it."""
+        """A free server: an idle one, else the first to come of those busy now and one more
+        started in the background for each request waiting beyond those already starting
+        (up to ``max_servers``): capacity follows demand, and no request waits for a start
+        that a server freed meanwhile could have saved it."""
         with self._cond:
             self._waiting += 1
             try:
@@ -246,8 +246,9 @@ class WarmGrader:
                         return None
                     if self._idle:
                         return self._idle.pop()
-                    if self._waiting > self._count and self._count < self.max_servers:
+                    if self._starting < self._waiting and self._count < self.max_servers:
                         self._count += 1
+                        self._starting += 1
                         self._starter.submit(self._start_one)
                     self._cond.wait()
             finally:
@@ -261,10 +262,12 @@ class WarmGrader:
         except Exception as exc:  # noqa: BLE001 - whatever it was, the task is graded cold
             with self._cond:
                 self._count -= 1
+                self._starting -= 1
                 self.unusable = str(exc) if isinstance(exc, SwemillError) else repr(exc)
                 self._cond.notify_all()
             return
         with self._cond:
+            self._starting -= 1
             if self._closed:
                 self._count -= 1
             else:
