@@ -109,6 +109,18 @@ def test_in_memory_scratch_dirs_are_made_and_swept_in_dev_shm() -> None:
                 shutil.rmtree(folder)
 
 
+@pytest.mark.skipif(memory_parent(min_free=0) is None, reason="no writable tmpfs at /dev/shm")
+def test_a_dev_shm_without_room_is_not_used() -> None:
+    """A container's small /dev/shm (64 MiB by default) would fill with one grading tree:
+    folders go there only while it has the headroom asked for."""
+    shm = memory_parent(min_free=0)
+    assert shm is not None
+    st = os.statvfs(shm)
+    free = st.f_bavail * st.f_frsize
+    assert memory_parent(min_free=free + (1 << 30)) is None
+    assert memory_parent(min_free=1) == shm
+
+
 def _start(tmp_path: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, TMPDIR=str(tmp_path))
     return subprocess.Popen(

@@ -26,8 +26,8 @@ from pathlib import Path
 from swemill.sandbox import fork
 from swemill.sandbox.cgroups import reap_dead_groups
 
-__all__ = ["PREFIX", "Sweep", "memory_parent", "scratch_dir", "scratch_prefix", "owner_pid",
-           "remove_own", "sweep", "sweep_scratch"]
+__all__ = ["MEMORY_HEADROOM", "PREFIX", "Sweep", "memory_parent", "scratch_dir", "scratch_prefix",
+           "owner_pid", "remove_own", "sweep", "sweep_scratch"]
 
 PREFIX = "swemill-"
 _MNT_DETACH = 2
@@ -38,11 +38,16 @@ def scratch_prefix(kind: str) -> str:
     return f"{PREFIX}{os.getpid()}-{kind}-"
 
 
-def memory_parent() -> Path | None:
-    """``/dev/shm`` when it is a tmpfs this process can write to, else None. Making a file or
-    folder there costs a fraction of the CPU it costs on a disk's filesystem (on this
-    project's ext4 ``/tmp``, a 51-file grading tree took ~40 ms of CPU to build, ~4 ms
-    in ``/dev/shm``)."""
+MEMORY_HEADROOM = 1 << 30
+"""Free bytes ``/dev/shm`` must have for a folder to be made there (a container's default
+``/dev/shm`` of 64 MiB would fill with one grading tree: such slots stay on disk)."""
+
+
+def memory_parent(min_free: int = MEMORY_HEADROOM) -> Path | None:
+    """``/dev/shm`` when it is a tmpfs this process can write to with at least ``min_free``
+    bytes free, else None. Making a file or folder there costs a fraction of the CPU it costs
+    on a disk's filesystem (on this project's ext4 ``/tmp``, a 51-file grading tree took
+    ~40 ms of CPU to build, ~4 ms in ``/dev/shm``)."""
     global _MEMORY
     if _MEMORY is None:
         shm, found = Path("/dev/shm"), False
@@ -50,7 +55,14 @@ def memory_parent() -> Path | None:
             found = any(line.split()[1:3] == ["/dev/shm", "tmpfs"]
                         for line in Path("/proc/self/mounts").read_text().splitlines())
         _MEMORY = (shm if found and os.access(shm, os.W_OK | os.X_OK) else None,)
-    return _MEMORY[0]
+    memory = _MEMORY[0]
+    if memory is None or not min_free:
+        return memory
+    try:
+        st = os.statvfs(memory)
+    except OSError:
+        return None
+    return memory if st.f_bavail * st.f_frsize >= min_free else None
 
 
 _MEMORY: tuple[Path | None] | None = None
@@ -58,14 +70,15 @@ _MEMORY: tuple[Path | None] | None = None
 
 def scratch_dir(kind: str, *, in_memory: bool = False) -> Path:
     """A new private folder under the temp directory, named after this process;
-    ``in_memory``: under :func:`memory_parent` where there is one (small trees rebuilt often)."""
+    ``in_memory``: under :func:`memory_parent` where there is one with room (small trees
+    rebuilt often), else under the temp directory."""
     parent = memory_parent() if in_memory else None
     return Path(tempfile.mkdtemp(prefix=scratch_prefix(kind), dir=parent))
 
 
 def _parents() -> list[Path]:
     """Where :func:`scratch_dir` makes folders."""
-    memory = memory_parent()
+    memory = memory_parent(min_free=0)  # what was made there, however full it is now
     return [Path(tempfile.gettempdir()), *([memory] if memory is not None else [])]
 
 
