@@ -229,7 +229,7 @@ def test_fails():
 
 
 def test_walk_replaced_where_pytest_walks():
-    replaced = source.get_statement_startend2.__module__ == "swemill_inside.statements"
+    replaced = source.get_statement_startend2.__module__ == "swemill_inside.stmt_lines"
     assert replaced == (not hasattr(source, "_statement_linenos"))
 '''
 
@@ -237,7 +237,7 @@ def test_walk_replaced_where_pytest_walks():
 def test_statement_lines_are_worked_out_once_where_pytest_walks_per_line(
         python: str, tmp_path: Path) -> None:
     """pytest < 9 walks a module's whole tree for every traceback entry; the warm server
-    works its statement lines out once per tree (``inside.statements``), pytest 9 does so
+    works its statement lines out once per tree (``inside.stmt_lines``), pytest 9 does so
     itself and is left as it is. The failure reports are a cold run's, to the byte."""
     (tmp_path / "test_statements.py").write_text(STATEMENTS)
     ids = ["test_statements.py::test_fails",

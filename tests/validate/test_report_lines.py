@@ -106,7 +106,7 @@ def test_an_edit_outside_one_function_is_left_to_a_whole_parse(
 
 
 def test_statement_lines_worked_out_once_are_the_ones_pytest_counts() -> None:
-    """``inside.statements`` (used where pytest < 9 walks the tree per traceback entry)
+    """``inside.stmt_lines`` (used where pytest < 9 walks the tree per traceback entry)
     counts the very lines pytest's own counting gives, on every statement shape and on real
     modules; and it keeps them on the tree, so a tree is walked once."""
     from pathlib import Path
@@ -114,15 +114,15 @@ def test_statement_lines_worked_out_once_are_the_ones_pytest_counts() -> None:
     import _pytest.python
     import _pytest.runner
 
-    from swemill.validate.inside import hotpatch, statements
+    from swemill.validate.inside import hotpatch, stmt_lines
 
-    texts = [statements.PROBE, HEAD]
+    texts = [stmt_lines.PROBE, HEAD]
     texts += [Path(str(m.__file__)).read_text() for m in (_pytest.python, _pytest.runner,
                                                            hotpatch)]
     for text in texts:
         ours, theirs = ast.parse(text), ast.parse(text)
-        assert statements.statement_linenos(ours) == _statement_linenos(theirs)
-        assert statements.statement_linenos(ours) is ours._pytest_statement_linenos
+        assert stmt_lines.statement_linenos(ours) == _statement_linenos(theirs)
+        assert stmt_lines.statement_linenos(ours) is ours._pytest_statement_linenos
 
 
 def test_statement_lines_go_in_only_where_they_answer_as_pytest_does() -> None:
@@ -131,10 +131,10 @@ def test_statement_lines_go_in_only_where_they_answer_as_pytest_does() -> None:
     replacement is never put in a pytest that answers differently."""
     from _pytest._code.source import get_statement_startend2
 
-    from swemill.validate.inside import statements
+    from swemill.validate.inside import stmt_lines
 
-    assert statements.agrees(statements.startend)
-    assert not statements.agrees(get_statement_startend2)  # this pytest (9) is left alone
-    tree = ast.parse(statements.PROBE)
-    assert [statements.startend(n, tree) == get_statement_startend2(n, ast.parse(
-        statements.PROBE)) for n in (-1, 3, 10, 40)] == [False, True, True, True]
+    assert stmt_lines.agrees(stmt_lines.startend)
+    assert not stmt_lines.agrees(get_statement_startend2)  # this pytest (9) is left alone
+    tree = ast.parse(stmt_lines.PROBE)
+    assert [stmt_lines.startend(n, tree) == get_statement_startend2(n, ast.parse(
+        stmt_lines.PROBE)) for n in (-1, 3, 10, 40)] == [False, True, True, True]

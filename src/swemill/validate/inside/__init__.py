@@ -14,7 +14,7 @@ Modules, each one subsystem:
 - :mod:`.forkrun`: fork a child per request and run pytest in it, under deadlines;
 - :mod:`.codecache`: compiled and assertion-rewritten code keyed by exact source bytes;
 - :mod:`.report_cache`: parsed modules for pytest's failure reports, keyed by exact text;
-- :mod:`.statements`: a tree's statement lines worked out once (pytest < 9 walks it per line);
+- :mod:`.stmt_lines`: a tree's statement lines worked out once (pytest < 9 walks it per line);
 - :mod:`.image`: the head image (collect the suite once, serve forks of it);
 - :mod:`.hotpatch`: swap edited function bodies into the image's live functions;
 - :mod:`.grade`: the grading server (a fork per grading run, nothing of it left behind);

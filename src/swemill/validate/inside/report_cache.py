@@ -9,8 +9,8 @@ test modules) is parsed once more in the server, and every later fork inherits t
 Keyed by content, a stale tree is impossible, and the reports are exactly the ones pytest
 would write. This replaces pytest's ``getstatementrange_ast`` (a private function) when,
 and only when, it has the shape this module knows; on pytest < 9, which also walks the whole
-tree for every traceback entry, :func:`.statements.startend` takes the place of that walk
-where it answers as pytest does (:mod:`.statements`).
+tree for every traceback entry, :func:`.stmt_lines.startend` takes the place of that walk
+where it answers as pytest does (:mod:`.stmt_lines`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import hashlib
 import os
 from typing import Any
 
-from . import hotpatch, statements
+from . import hotpatch, stmt_lines
 
 
 class ReportCache:
@@ -142,7 +142,7 @@ class ReportCache:
 
     def detect(self) -> bool:
         """Learn how this pytest finds statement lines (nothing of pytest's is changed); True
-        when it walks the tree for every entry and :func:`.statements.startend` answers as
+        when it walks the tree for every entry and :func:`.stmt_lines.startend` answers as
         it does (:meth:`install` then puts that in its place)."""
         try:
             from _pytest._code import source
@@ -150,8 +150,8 @@ class ReportCache:
             return False
         self._linenos = getattr(source, "_statement_linenos", None)
         walks = getattr(source, "get_statement_startend2", None)
-        if self._linenos is None and walks is not None and statements.agrees(walks):
-            self._linenos, self._memo = statements.statement_linenos, True
+        if self._linenos is None and walks is not None and stmt_lines.agrees(walks):
+            self._linenos, self._memo = stmt_lines.statement_linenos, True
             return True
         if self._linenos is not None:  # pytest reads the statement lines a tree carries?
             import ast
@@ -172,7 +172,7 @@ class ReportCache:
         if original is None or getattr(code, "getstatementrange_ast", None) is not original:
             return
         if self.detect():  # pytest < 9: the statement lines of a tree worked out once
-            source.get_statement_startend2 = statements.startend
+            source.get_statement_startend2 = stmt_lines.startend
         cache = self
 
         def getstatementrange_ast(lineno, src, assertion=False, astnode=None):  # noqa: ANN001, ANN202, FBT002
