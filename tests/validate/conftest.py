@@ -106,13 +106,19 @@ def make_calc_repo(root: Path) -> str:
     """A tiny git repository (two passing tests); returns its head commit."""
     files = {"pyproject.toml": PYPROJECT, "calcpkg/__init__.py": "",
              "calcpkg/calc.py": CALC, "tests/test_calc.py": TESTS}
+    return commit_tree(root, files, "calc")
+
+
+def commit_tree(root: Path, files: dict[str, str], message: str) -> str:
+    """A new git repository at ``root`` holding ``files`` (dedented) in one commit; returns
+    that commit."""
     root.mkdir(parents=True)
     run_git(root, "init", "-q", "-b", "main")
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(textwrap.dedent(text))
     run_git(root, "add", "-A")
-    run_git(root, "commit", "-q", "-m", "calc")
+    run_git(root, "commit", "-q", "-m", message)
     return run_git(root, "rev-parse", "HEAD").strip()
 
 

@@ -15,7 +15,6 @@ once instead of three times.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ from swemill.validate.inside import protocol as wire
 from swemill.validate.inside.protocol import Flags
 from swemill.validate.worker import Worker, open_base
 
-from .conftest import PYPROJECT, run_git
+from .conftest import PYPROJECT, commit_tree
 
 LIB = '''\
 def table():
@@ -129,13 +128,7 @@ def _project(root: Path) -> Path:
     files = {"pyproject.toml": PYPROJECT.replace("calcpkg", "tablepkg"),
              "tablepkg/__init__.py": "", "tablepkg/core.py": LIB,
              "tests/test_core.py": TESTS.format(mod="tablepkg.core")}
-    root.mkdir(parents=True)
-    run_git(root, "init", "-q", "-b", "main")
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(textwrap.dedent(text))
-    run_git(root, "add", "-A")
-    run_git(root, "commit", "-q", "-m", "table")
+    commit_tree(root, files, "table")
     return root
 
 

@@ -12,7 +12,6 @@ written survives an independent full-suite audit.
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from swemill.validate.check import CheckContext, check_candidate
 from swemill.validate.validator import TasksConfig, run_tasks
 from swemill.validate.worker import Worker, open_base
 
-from .conftest import PYPROJECT, independent_audit, run_git
+from .conftest import PYPROJECT, commit_tree, independent_audit
 
 pytestmark = pytest.mark.slow
 
@@ -119,13 +118,7 @@ def _project(root: Path) -> Path:
     files = {"pyproject.toml": PYPROJECT.replace("calcpkg", "truthpkg"),
              "truthpkg/__init__.py": "", "truthpkg/core.py": CORE,
              "truthpkg/__main__.py": MAIN, "tests/test_core.py": TESTS}
-    root.mkdir(parents=True)
-    run_git(root, "init", "-q", "-b", "main")
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(textwrap.dedent(text))
-    run_git(root, "add", "-A")
-    run_git(root, "commit", "-q", "-m", "truth")
+    commit_tree(root, files, "truth")
     return root
 
 

@@ -12,7 +12,6 @@ the only one that ran it on the broken tree.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from swemill.synth.patches import file_diff
 from swemill.validate.check import CheckContext, check_candidate, select_tests
 from swemill.validate.worker import Worker, open_base
 
-from .conftest import PYPROJECT, run_git
+from .conftest import PYPROJECT, commit_tree
 
 pytestmark = pytest.mark.slow
 
@@ -84,13 +83,7 @@ def _project(root: Path, slow: str) -> Path:
     tests = TESTS.replace(f"SLOW_{slow.upper()} = 0.0", f"SLOW_{slow.upper()} = 0.3")
     files = {"pyproject.toml": PYPROJECT.replace("calcpkg", "runspkg"), "runspkg/__init__.py": "",
              "runspkg/core.py": CORE, "tests/test_core.py": tests}
-    root.mkdir(parents=True)
-    run_git(root, "init", "-q", "-b", "main")
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(textwrap.dedent(text))
-    run_git(root, "add", "-A")
-    run_git(root, "commit", "-q", "-m", "runs")
+    commit_tree(root, files, "runs")
     return root
 
 
