@@ -69,9 +69,8 @@ def _share_barren(quotas: dict[str, int], order: list[str], run: RunState,
     """Move the share of a strategy that can yield nothing on this repository (pr-mirror on
     a one-commit history) to the first strategy that may, before any runs; returns why each
     such strategy yields nothing. What a strategy leaves unfilled passes on in the loop."""
-    why = {n: getattr(_strategy(n, run, []), "barren", lambda _view: None)(view)
-           for n in order}
-    barren = {n: reason for n, reason in why.items() if reason}
+    barren = {n: reason for n in order
+              if (reason := getattr(_strategy(n, run, []), "barren", lambda _view: None)(view))}
     able = [n for n in order if n not in barren and n != "combine"]
     if able:
         quotas[able[0]] += sum(quotas[n] for n in barren)
