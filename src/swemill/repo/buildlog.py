@@ -28,9 +28,12 @@ def log_result(result: ExecResult, log: Path, what: str) -> None:
             fh.write(f"({what}: exit {result.exit_code}; going on without)\n")
 
 
-def log_inside(result: ExecResult, log: Path, src: ResolvedSource, what: str) -> None:
+def log_inside(result: ExecResult, log: Path, src: ResolvedSource, what: str, *,
+               check: bool = True) -> None:
     with open(log, "a") as fh:
         fh.write(f"$ (in the sandbox) {what}\n{result.stdout}{result.stderr}")
+    if not check:
+        return
     if result.timed_out:
         fail(f"{what} of {src.repo} did not finish within {INSTALL_TIMEOUT_S} s", log)
     if not result.ok:
@@ -57,11 +60,13 @@ def run_logged(cmd: list[str], log: Path, src: ResolvedSource, *, cwd: Path | No
     return proc.returncode
 
 
-def fail(summary: str, log: Path) -> NoReturn:
-    """Raise with the log's tail, keeping a copy of the log outside the doomed temp dir."""
+def fail(summary: str, log: Path, *, step: list[str] | None = None) -> NoReturn:
+    """Raise with the log's tail, keeping a copy of the log outside the doomed temp dir. The
+    cause line is read from ``step`` (a step's output) or else the log's last step."""
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     tail = lines[-_LOG_TAIL:]
-    raise EnvBuildError(f"{summary}: {reason_line(last_step(log))}\n" + "\n".join(tail)
+    cause = reason_line(step if step is not None else last_step(log))
+    raise EnvBuildError(f"{summary}: {cause}\n" + "\n".join(tail)
                         + f"\n(full log: {_keep_log(log)})")
 
 

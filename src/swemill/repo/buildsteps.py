@@ -29,7 +29,7 @@ from swemill.repo.install import (
 from swemill.repo.recipe import ALWAYS, Recipe
 from swemill.repo.scm import derive_version, scm_versioned, version_env
 from swemill.repo.sdists import SdistBuilds, no_wheel
-from swemill.repo.sources import ResolvedSource
+from swemill.repo.sources import ResolvedSource, source_date
 from swemill.repo.testdeps import (
     Skipped,
     extra_requirements,
@@ -37,6 +37,7 @@ from swemill.repo.testdeps import (
     requirement_units,
     unpin_self,
 )
+from swemill.sandbox.contract import ExecResult
 
 __all__ = ["ProjectBuild", "dist_name", "install_deps", "noted", "wheels_cmd"]
 
@@ -53,23 +54,51 @@ class ProjectBuild:
     src: ResolvedSource
 
     def install(self, recipe: Recipe) -> Recipe:
-        """Install the project in development mode; returns ``recipe`` with what was derived."""
+        """Install the project in development mode; returns ``recipe`` with what was derived.
+
+        The newest build requirements may no longer build an older source (a poetry-core that
+        writes metadata uv refuses, a setuptools or Cython that dropped what it used): a
+        failed install is tried once more with the build requirements as they were on the
+        source's date (:func:`~swemill.repo.sources.source_date`), the backend asked again."""
         static = build_requires(self.work)
-        run_logged(wheels_cmd(self.uv, self.venv, static), self.log, self.src)
+        noted_recipe, result, requires = self._install(recipe, static, None)
+        if result.ok or result.timed_out:
+            log_inside(result, self.log, self.src, "install")
+            return noted_recipe
+        log_inside(result, self.log, self.src, "install", check=False)
+        first = last_step(self.log)
+        summary = f"install of {self.src.repo}@{self.src.commit[:12]} failed " \
+                  f"(exit {result.exit_code}"
+        date = _backdate(requires, self.src)
+        if date is None:
+            fail(summary + ")", self.log, step=first)
+        recipe, result, _ = self._install(recipe, static, date)
+        what = f"install, build requirements of {date}"
+        log_inside(result, self.log, self.src, what, check=False)
+        if not result.ok:
+            fail(f"{summary}; again with the build requirements of {date})", self.log,
+                 step=first)
+        return noted(recipe, f"built with the build requirements of {date} (the source's "
+                             f"date); with the newest: {reason_line(first)}")
+
+    def _install(self, recipe: Recipe, static: list[str], date: str | None
+                 ) -> tuple[Recipe, ExecResult, list[str]]:
+        """Build requirements (as of ``date``, when given), then the project; the recipe with
+        what was derived, the install's result and every build requirement asked for."""
+        back = ["--reinstall", "--exclude-newer", date] if date else []
+        run_logged([*wheels_cmd(self.uv, self.venv, static), *back], self.log, self.src)
         recipe, env = self._version(recipe, static)
         extra, asked = dynamic_build_requires(self.venv, self.work, self.base_prefix, self.uv,
                                               INSTALL_TIMEOUT_S, env)
         log_result(asked, self.log, "build requirements of the backend")
         extra = [r for r in extra if _req_key(r) not in {_req_key(s) for s in static}]
         if extra:
-            run_logged(wheels_cmd(self.uv, self.venv, extra), self.log, self.src)
+            run_logged([*wheels_cmd(self.uv, self.venv, extra), *back], self.log, self.src)
             recipe = noted(recipe, f"build backend asks for {extra}")
             if not env:  # setup_requires=["setuptools_scm"] shows only now
                 recipe, env = self._version(recipe, extra)
-        log_inside(install_project(self.uv, self.venv, self.work, recipe.extras,
-                                    self.base_prefix, INSTALL_TIMEOUT_S, env),
-                    self.log, self.src, "install")
-        return recipe
+        return recipe, install_project(self.uv, self.venv, self.work, recipe.extras,
+                                       self.base_prefix, INSTALL_TIMEOUT_S, env), static + extra
 
     def _version(self, recipe: Recipe, requires: list[str]) -> tuple[Recipe, dict[str, str]]:
         """For a project versioned from git: the version, in the variables its backend reads."""
@@ -79,6 +108,15 @@ class ProjectBuild:
         return (noted(recipe, f"version {version} from {where} (the version comes from git, "
                                "and the install sees no .git)"),
                 version_env(version, dist_name(self.work)))
+
+
+def _backdate(requires: list[str], src: ResolvedSource) -> str | None:
+    """The source's date (RFC 3339) for resolving its build requirements as they were then;
+    None when it is unknown or the requirements are all pinned (nothing would change)."""
+    if all("==" in r for r in requires):
+        return None
+    when = source_date(src.path)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ") if when else None
 
 
 def noted(recipe: Recipe, line: str) -> Recipe:

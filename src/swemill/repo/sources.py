@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -22,7 +24,7 @@ from swemill.repo.cache import atomic_dir, cache_root, entry_lock, slugify, tree
 from swemill.repo.pypi import fetch_sdist, normalize_name
 
 __all__ = ["ResolvedSource", "SourceKind", "resolve_source", "git_commit_all", "is_portable",
-           "require_portable"]
+           "require_portable", "source_date"]
 
 SourceKind = Literal["sample", "local", "git", "pypi"]
 
@@ -238,6 +240,27 @@ def _resolve_local(spec: str, root: Path, kind: SourceKind = "local") -> Resolve
             # Uncommitted edits become one snapshot commit so the commit names the content.
             commit = git_commit_all(tmp, f"{name}: working tree snapshot")
     return ResolvedSource(spec, final, name, commit, kind)
+
+
+_FIXED_DATE = 946684800  # GIT_ENV's commit date: a commit swemill made, not the project
+_EPOCH_1980 = 315532800  # zip's earliest date: an older mtime was never set by anyone
+
+
+def source_date(path: Path) -> datetime | None:
+    """When the working copy at ``path`` was made: its newest commit's date, or for a tree
+    swemill committed itself (an unpacked sdist, a local snapshot) the newest file's mtime,
+    which an sdist's archive keeps from the day it was built."""
+    with contextlib.suppress(SourceError):
+        for stamp in git(["log", "--max-count=20", "--format=%ct", "HEAD"], path).split():
+            if int(stamp) != _FIXED_DATE:
+                return datetime.fromtimestamp(int(stamp), UTC)
+    newest = 0.0
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+    return datetime.fromtimestamp(newest, UTC) if newest > _EPOCH_1980 else None
 
 
 def _resolve_sample(root: Path) -> ResolvedSource:
