@@ -36,7 +36,8 @@ BACKEND = """
 
     def _check():
         if MAJOR >= {limit}:
-            raise RuntimeError(f"olddemo builds with setuptools < {limit}, not {{setuptools.__version__}}")
+            raise RuntimeError(f"olddemo builds with setuptools < {limit}, "
+                               f"not {{setuptools.__version__}}")
 
     def build_editable(*args, **kwargs):
         _check()

@@ -35,6 +35,7 @@ from swemill.repo.testdeps import (
     extra_requirements,
     install_test_deps,
     requirement_units,
+    unconstrained,
     unpin_self,
 )
 from swemill.sandbox.contract import ExecResult
@@ -162,6 +163,9 @@ def install_deps(uv: str, venv: Path, project: str | None, recipe: Recipe, tmp: 
              extra_requirements(venv, project, recipe.extras).items()} if project else {}
     optional += unpin_self(requirement_units(files, options) + recipe.packages + older, project,
                            pin)
+    # A declared constraint that cannot be met is tried without it before it is skipped.
+    parts.update({unit: [loose] for unit in recipe.packages
+                  if (loose := unconstrained(unit)) and unit not in parts})
     required = ([f"{project}{pin}"] if project else []) + list(ALWAYS)
 
     codes: list[int] = []

@@ -186,7 +186,7 @@ def plain_named_test_modules(root: Path) -> list[str]:
 def tool_groups(tool: dict[str, Any]) -> dict[str, list[str]]:
     """Dependency groups of pdm's ``[tool.pdm.dev-dependencies]`` (requirement strings) and
     poetry's ``[tool.poetry.group.NAME.dependencies]`` / ``[tool.poetry.dev-dependencies]``
-    (names only: poetry's constraints are not PEP 508), by a label ending in the group's
+    (translated to PEP 508, :func:`poetry_requirement`), by a label ending in the group's
     name. unearth 0.17.2's conftest imports flask, declared only in its pdm ``test`` group."""
     found: dict[str, list[str]] = {}
     pdm = tool.get("pdm", {}).get("dev-dependencies", {})
@@ -202,5 +202,26 @@ def tool_groups(tool: dict[str, Any]) -> dict[str, list[str]]:
         groups["dev"] = poetry["dev-dependencies"]
     for k, deps in groups.items():
         if isinstance(deps, dict):
-            found[f"[tool.poetry] group {k}"] = [n for n in deps if n.lower() != "python"]
+            found[f"[tool.poetry] group {k}"] = [poetry_requirement(n, c) for n, c in deps.items()
+                                                 if n.lower() != "python"]
     return found
+
+
+def poetry_requirement(name: str, constraint: Any) -> str:
+    """A poetry dependency (``"^7.2"``, ``{version = "~1.2", markers = "..."}``) as a PEP 508
+    requirement, by poetry-core's own translation: the project's tests ran with what it
+    declares (tinydb 4.8.0's ``pytest = "^7.2.0"``: with any pytest, uv took pytest 9 and an
+    old pytest-pycodestyle that pytest 9 refuses to load). The name alone where the
+    translation is no valid PEP 508 (``^3 || ^4``), names a git or path source, or fails."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from poetry.core.factory import Factory
+
+    if not isinstance(constraint, str | dict) or (
+            isinstance(constraint, dict) and {"git", "path", "url", "file"} & set(constraint)):
+        return name
+    try:
+        text = Factory.create_dependency(name, constraint).to_pep_508()
+        req = Requirement(text)
+    except (InvalidRequirement, ValueError, TypeError, AttributeError, RuntimeError):
+        return name
+    return name if req.url else str(req)

@@ -21,9 +21,10 @@ from typing import Any, NoReturn
 
 from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 
 __all__ = ["Skipped", "describe_skipped", "extra_requirements", "install_test_deps",
-           "requirement_units", "unpin_self"]
+           "requirement_units", "unconstrained", "unpin_self"]
 
 Runner = Callable[[list[str]], tuple[int, str]]
 """Runs ``uv pip install`` with these arguments; returns (exit code, cause line if failed)."""
@@ -63,6 +64,19 @@ def requirement_units(files: list[Path], options_file: Path) -> list[str]:
             (options if line.startswith("-") else units).append(line)
     options_file.write_text("".join(f"{ln}\n" for ln in options))
     return units
+
+
+def unconstrained(unit: str) -> str | None:
+    """``unit`` without its version specifier (extras and marker kept); None when it has
+    none or is no requirement."""
+    try:
+        req = Requirement(unit)
+    except InvalidRequirement:
+        return None
+    if not req.specifier or req.url:
+        return None
+    req.specifier = SpecifierSet()
+    return str(req)
 
 
 def unpin_self(units: list[str], project: str | None, pin: str = "") -> list[str]:

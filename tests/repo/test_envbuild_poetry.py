@@ -1,0 +1,55 @@
+"""A poetry project's test group is installed with the constraints it declares, and a
+constraint that cannot be met is tried without it before the package is skipped.
+
+Regression: tinydb 4.8.0 declares ``pytest = "^7.2.0"`` and ``pytest-pycodestyle = "^2.3.1"``
+in ``[tool.poetry.dev-dependencies]``; read by name only, uv took pytest 9 and, to go with
+it, pytest-pycodestyle 1.0.6, whose ``pep8`` plugin pytest 9 refuses to load: every baseline
+run stopped with exit 3 before a test ran.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from swemill.repo.envbuild import build_env
+from swemill.repo.sources import resolve_source
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+
+def test_declared_constraints_hold_and_an_impossible_one_is_loosened(
+        tmp_path: Path, shared_cache: Path) -> None:
+    root = tmp_path / "poetrydemo"
+    files = {
+        "pyproject.toml": """
+            [build-system]
+            requires = ["poetry-core>=1.9"]
+            build-backend = "poetry.core.masonry.api"
+            [tool.poetry]
+            name = "poetrydemo"
+            version = "0.1"
+            description = ""
+            authors = ["A <a@example.invalid>"]
+            [tool.poetry.dependencies]
+            python = "^3.9"
+            [tool.poetry.group.test.dependencies]
+            pytest = "^7.2.0"
+            tomli-w = "^0.0.1"
+            """,
+        "poetrydemo/__init__.py": "VALUE = 1\n",
+        "tests/test_value.py": "from poetrydemo import VALUE\n\n"
+                               "def test_value():\n    assert VALUE == 1\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    env = build_env(resolve_source(str(root), cache=shared_cache), cache=shared_cache)
+    site = next(env.venv.glob("lib/python*/site-packages"))
+    pytests = [p.name for p in site.glob("pytest-*.dist-info")]
+    assert len(pytests) == 1 and pytests[0].startswith("pytest-7."), pytests  # not 8 or 9
+    # only tomli-w 0.1.0 and later exist: installed without the constraint, not skipped
+    assert list(site.glob("tomli_w-*.dist-info")), "tomli-w was skipped"
+    assert not any(s.requirement.startswith("tomli-w") for s in env.skipped), env.skipped
