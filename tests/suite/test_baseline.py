@@ -158,3 +158,33 @@ def test_exit_zero_before_the_summary_is_not_a_pass(calc_env: RepoEnv) -> None:
     assert r.exit_code == 0 and not r.trustworthy
     assert "never finished" in r.problem
     assert r.status(T + "test_add") == "error"
+
+
+def test_a_suite_whose_whole_collection_fails_names_the_collection_error(
+        shared_cache: Path, tmp_path: Path) -> None:
+    # docopt: its conftest makes a collector for its `.docopt` case files the way pytest 6
+    # stopped allowing; collecting the root failed, and the baseline said only "collected
+    # no tests"
+    from swemill.core.errors import TestRunError
+
+    root = tmp_path / "casesdemo"
+    files = {
+        "pyproject.toml": FILES["pyproject.toml"].replace("calcdemo", "casesdemo"),
+        "casesdemo/__init__.py": "VALUE = 1\n",
+        "conftest.py": """
+            def pytest_collect_file(file_path, parent):
+                if file_path.suffix == ".cases":
+                    raise RuntimeError("cannot build a collector for " + file_path.name)
+            """,
+        "tests.cases": "1\n",
+        "test_value.py": "from casesdemo import VALUE\n\ndef test_value():\n    assert VALUE\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text).lstrip())
+    env = build_env(resolve_source(str(root), cache=shared_cache), cache=shared_cache)
+    with pytest.raises(TestRunError) as info:
+        run_baseline(env, runs=1)
+    message = str(info.value)
+    assert "collected no tests in casesdemo: collecting" in message, message
+    assert "cannot build a collector for tests.cases" in message, message

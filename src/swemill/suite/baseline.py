@@ -99,6 +99,15 @@ def _check(report: TestRunReport, env: RepoEnv, bound: SuiteTimeout, run: int) -
     if report.timed_out:
         raise TestRunError(f"the test suite of {env.repo} did not finish within "
                            f"{bound.describe()}; raise it with --suite-timeout SECONDS")
+    if not report.results and report.collect_errors:
+        # docopt: its conftest builds its collector the way pytest 6 stopped allowing, so the
+        # whole collection failed; the cause is that error, not an empty suite
+        nodeid, message = next(iter(report.collect_errors.items()))
+        first = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
+        more = len(report.collect_errors) - 1
+        raise TestRunError(f"pytest collected no tests in {env.repo}: collecting "
+                           f"{nodeid or 'the root'} failed: {first[:300]}"
+                           + (f" (and {more} more collection errors)" if more else ""))
     if report.exit_code == 5 or (report.trustworthy and not report.results):
         raise TestRunError(f"pytest collected no tests in {env.repo}: nothing to run")
     if not report.trustworthy:
