@@ -295,8 +295,8 @@ def test_pdm_and_poetry_test_groups_are_installed(tmp_path: Path) -> None:
         black = "*"
         freezegun = "^1.2"
         """}))
-    # the test group wins over dev, as for PEP 735; poetry's caret made PEP 508
-    assert r.packages == ["pytest-mock<4.0,>=3.0"]
+    # the test group wins over dev, as for PEP 735; poetry's caret as its lower bound
+    assert r.packages == ["pytest-mock>=3.0"]
     r = detect_recipe(write(tmp_path / "legacy", {"pyproject.toml": """
         [tool.poetry.dev-dependencies]
         python = "^3.9"
@@ -307,14 +307,18 @@ def test_pdm_and_poetry_test_groups_are_installed(tmp_path: Path) -> None:
         pytest-x = { git = "https://example.invalid/pytest-x.git" }
         pytest-y = [{ version = "^1", python = "<3.8" }, { version = "^2", python = ">=3.8" }]
         pytest-z = "~2.1"
+        pytest-w = ">=1,>=1.5,<3"
+        pytest-v = "<2"
         """}))
     assert r.packages == [
-        "freezegun<2.0,>=1.2",
-        'pytest-mypy<0.11.0,>=0.10.2; platform_python_implementation != "PyPy"',
+        "freezegun>=1.2",
+        'pytest-mypy>=0.10.2; platform_python_implementation != "PyPy"',
         "typing-extensions",  # poetry-core writes `>=3.10.0,<4.0.0 || >=4.0.0,<5.0.0`: no PEP 508
         "pytest-x",  # a git source is never fetched: the name, from the index
         "pytest-y",  # one constraint per Python: the name
-        "pytest-z<2.2,>=2.1"]
+        "pytest-z>=2.1",
+        "pytest-w>=1.5",  # the highest lower bound
+        "pytest-v"]  # an upper bound alone: the name
 
 
 def test_a_requirements_line_naming_the_project_itself_asks_for_its_test_extras(

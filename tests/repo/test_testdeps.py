@@ -102,7 +102,11 @@ def test_a_release_without_wheels_is_named_from_uvs_cause() -> None:
         "requests-wsgi-adapter", "0.4.1")
     assert no_wheel(["  cause: Because all versions of sdgood have no usable wheels and you "
                      "require sdgood, ..."]) == ("sdgood", None)
+    # tinydb 4.8.0's test group: every pytest-pycodestyle from 2.3.1 on is an sdist only
+    assert no_wheel(["  cause: Because pytest-pycodestyle>=2.3.1 has no usable wheels and you "
+                     "require pytest-pycodestyle>=2.3.1, ..."]) == ("pytest-pycodestyle", None)
     assert no_wheel(["  cause: Because pkg==9 was not found in the package registry"]) is None
+    assert no_wheel(["  cause: Because pkg<2 has no usable wheels and ..."]) is None
 
 
 def test_an_environment_builds_a_bounded_number_of_sdists(tmp_path: Path) -> None:

@@ -47,15 +47,18 @@ BUILD_TIMEOUT_S = 300
 _NAME = r"([A-Za-z0-9][A-Za-z0-9._-]*)"
 _NO_WHEEL = re.compile(rf"\b{_NAME}==(\S+?) has no usable wheels")
 _NONE_HAS = re.compile(rf"\ball versions of {_NAME} have no usable wheels")
+# a lower-bounded range uv found no wheel in (its newest sdist is in that range)
+_FROM_HAS = re.compile(rf"\b{_NAME}>=?[^\s,<]+ has no usable wheels")
 
 
 def no_wheel(step: list[str]) -> tuple[str, str | None] | None:
     """``(name, version)`` of the first release uv refused for want of a wheel, or None; the
-    version is None where uv refused every version (then the newest sdist is built)."""
+    version is None where uv refused every version, or every version from a lower bound
+    on (tinydb 4.8.0's ``pytest-pycodestyle>=2.3.1``: then the newest sdist is built)."""
     for line in step:
         if m := _NO_WHEEL.search(line):
             return m.group(1), m.group(2)
-        if m := _NONE_HAS.search(line):
+        if m := _NONE_HAS.search(line) or _FROM_HAS.search(line):
             return m.group(1), None
     return None
 

@@ -209,19 +209,26 @@ def tool_groups(tool: dict[str, Any]) -> dict[str, list[str]]:
 
 def poetry_requirement(name: str, constraint: Any) -> str:
     """A poetry dependency (``"^7.2"``, ``{version = "~1.2", markers = "..."}``) as a PEP 508
-    requirement, by poetry-core's own translation: the project's tests ran with what it
-    declares (tinydb 4.8.0's ``pytest = "^7.2.0"``: with any pytest, uv took pytest 9 and an
-    old pytest-pycodestyle that pytest 9 refuses to load). The name alone where the
-    translation is no valid PEP 508 (``^3 || ^4``), names a git or path source, or fails."""
+    requirement with its lower bound only, by poetry-core's own translation. The lower bound
+    keeps uv from answering with a release older than the project ever used (tinydb 4.8.0's
+    ``pytest-pycodestyle = "^2.3.1"``, read by name, got 1.0.6, whose ``pep8`` plugin pytest 9
+    refuses to load); the upper bound is poetry's caret habit, and an old caret pins what no
+    longer runs on this Python (pastel 0.2.1's ``pytest = "^4.6.4"``). The name alone where
+    the translation is no valid PEP 508 (``^3 || ^4``), names a git or path source, or fails."""
     from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import Version
     from poetry.core.factory import Factory
 
     if not isinstance(constraint, str | dict) or (
             isinstance(constraint, dict) and {"git", "path", "url", "file"} & set(constraint)):
         return name
     try:
-        text = Factory.create_dependency(name, constraint).to_pep_508()
-        req = Requirement(text)
-    except (InvalidRequirement, ValueError, TypeError, AttributeError, RuntimeError):
+        req = Requirement(Factory.create_dependency(name, constraint).to_pep_508())
+        lower = [Version(s.version) for s in req.specifier
+                 if s.operator in (">=", ">", "==", "~=") and "*" not in s.version]
+        req.specifier = SpecifierSet(f">={max(lower)}" if lower else "")
+    except (InvalidRequirement, InvalidSpecifier, ValueError, TypeError, AttributeError,
+            RuntimeError):
         return name
     return name if req.url else str(req)

@@ -174,6 +174,10 @@ def install_test_deps(run: Runner, required: list[str], optional: list[str],
         if not pieces:
             skipped.append(Skipped(unit, why))
             continue
+        if pieces == [unconstrained(unit)]:  # the unit without its version, tried alone
+            if run([*required, *pieces])[0] != 0:
+                skipped.append(Skipped(unit, why))
+            continue
         for piece in pieces:
             code, why = run([*required, piece])
             if code != 0:
