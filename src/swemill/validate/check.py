@@ -34,7 +34,7 @@ from swemill.suite.timeouts import adaptive_timeout, busy_factor
 from swemill.synth.patches import reverse_patch
 from swemill.validate.explain import first_error, refusal_detail, run_failure
 from swemill.validate.gates import FAILING, PASSING, GateVerdict4, RunEvidence, decide
-from swemill.validate.warm import Deadlines
+from swemill.validate.warm import Deadlines, WarmResult
 from swemill.validate.worker import TreeState, Worker, evidence_of
 
 __all__ = ["CheckContext", "Checked", "check_candidate", "select_tests"]
@@ -209,6 +209,13 @@ def _imports(ev: RunEvidence, baseline: Baseline) -> bool:
                    for k, v in ev.outcomes.items())
 
 
+def _conftest_failed(res: WarmResult) -> bool:
+    """pytest stopped at loading a conftest (``ImportError while loading conftest`` or a
+    conftest's own exception at import, exit 4) and ran no test."""
+    return res.exit_code == 4 and not res.outcomes and (
+        "while loading conftest" in res.log_tail or "ConftestImportFailure" in res.log_tail)
+
+
 def _refused(cand: Candidate, reason: str, commit: str, detail: str = "") -> Checked:
     return Checked(cand, GateVerdict4(False, reason, detail=detail), commit)
 
@@ -261,7 +268,9 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
                    broken=broken, golden_runs=[], selected=selected, confirm=confirmed)
     if first.reason != "not_solvable":  # F2P / P2P already settled it: no golden run
         if first.reason == "untrusted_log" and (res.exit_code < 0 or not res.outcomes):
-            first = GateVerdict4(False, "crashed")
+            # a conftest that runs the broken code at import ends pytest before any test
+            # (exit 4; marshmallow 3.22.0 builds its schemas there): the tree does not import
+            first = GateVerdict4(False, "import_failed" if _conftest_failed(res) else "crashed")
         first.detail = refusal_detail(first.reason, exit_code=res.exit_code,
                                       outcomes=res.outcomes, messages=res.messages,
                                       log=res.log_tail, hung=res.hung, selected=selected)

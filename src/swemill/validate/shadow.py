@@ -74,7 +74,8 @@ class Shadow:
                 return True
             self.stats.checks += 1
             diff = [f"{n}: image {served.outcomes.get(n)}, ordinary {plain.outcomes.get(n)}"
-                    for n in nodeids if served.outcomes.get(n) != plain.outcomes.get(n)]
+                    for n in nodeids if served.outcomes.get(n) != plain.outcomes.get(n)
+                    and not _renamed(n, served, plain)]
             if served.exit_code != plain.exit_code:
                 diff.append(f"exit code: image {served.exit_code}, ordinary {plain.exit_code}")
             if not diff:
@@ -85,3 +86,23 @@ class Shadow:
                 more = f" (+{len(diff) - 1} more)" if len(diff) > 1 else ""
                 self.stats.details.append(diff[0] + more)
             return False
+
+
+def _base(nodeid: str) -> str:
+    return nodeid.split("[", 1)[0]
+
+
+def _renamed(nodeid: str, served: WarmResult, plain: WarmResult) -> bool:
+    """True when ``nodeid`` is in one run only because its parameters are made at collection
+    (marshmallow 3.22.0 parametrizes a test by ``datetime.now()``: the image collected it at
+    its start, the ordinary run at its own): the same test function has, on each side, as
+    many ids the other side lacks, in the same outcomes."""
+    if "[" not in nodeid or (nodeid in served.outcomes) == (nodeid in plain.outcomes):
+        return False
+    base = _base(nodeid)
+
+    def alone(a: WarmResult, b: WarmResult) -> list[str]:
+        return sorted(str(o) for n, o in a.outcomes.items()
+                      if "[" in n and _base(n) == base and n not in b.outcomes)
+
+    return alone(served, plain) == alone(plain, served)
