@@ -23,8 +23,10 @@ session's sandbox, as another row; ``--per-command``
 runs it with ``--sandbox-per-command`` (a new sandbox for every command instead of one
 long-lived sandbox per session whose runner forks them), as another row; ``--no-spares`` runs
 it with ``--spare-sessions 0`` (no spare sessions: a reset's runner starts at the reset), as
-another row; ``--per-core`` runs it with ``--grading-servers`` set to the number of cores (a
-task's grading servers before they followed demand), as another row. Then the same
+another row; ``--nice0`` runs it with ``--test-nice 0`` (test runs and their scheduling
+autogroups at the policy's commands' niceness), as another row; ``--per-core`` runs it
+with ``--grading-servers`` set to the number of cores (a task's grading servers before they
+followed demand), as another row. Then the same
 episodes, K at a time, through a fresh per-episode sandbox (no fork, no server:
 ``TaskEnv.reset`` unpacks the snapshot and opens a new sandbox each time; in-process, so it
 pays no HTTP; graded cold; the repository's built environment looked up once per K, as the
@@ -32,7 +34,8 @@ server does), as the naive comparison.
 
     .venv/bin/python benchmarks/bench_serve.py [--clients 1,8,32] [--episodes 2] [--tasks 3]
         [--solve-every 2]
-        [--per-command] [--cold-grading] [--cold-tests] [--no-spares] [--per-core] [--no-naive]
+        [--per-command] [--cold-grading] [--cold-tests] [--no-spares] [--per-core] [--nice0]
+        [--no-naive]
 """
 
 from __future__ import annotations
@@ -258,6 +261,9 @@ def main() -> None:
                         help="Also run the server with --sandbox-per-command (another row).")
     parser.add_argument("--no-spares", action="store_true",
                         help="Also run the server with --spare-sessions 0 (another row).")
+    parser.add_argument("--nice0", action="store_true",
+                        help="Also run the server with --test-nice 0 (test runs and their "
+                             "autogroups not niced), as another row.")
     parser.add_argument("--per-core", action="store_true",
                         help="Also run the server with --grading-servers set to the number of "
                         "cores (another row).")
@@ -349,7 +355,8 @@ def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: A
                 *([("cold", ["--cold-grading"])] if args.cold_grading else []),
                 *([("nospare", ["--spare-sessions", "0"])] if args.no_spares else []),
                 *([("percore", ["--grading-servers", str(os.cpu_count() or 1)])]
-                  if args.per_core else [])]
+                  if args.per_core else []),
+                *([("nice0", ["--test-nice", "0"])] if args.nice0 else [])]
         for label, extra in rows:
             served[label] = _serve(root, run, pairs, k, args, cache, label, extra, meter)
         if "percmd" in served:

@@ -292,3 +292,48 @@ def test_grading_servers_start_as_runs_wait(sample_tasks: SampleTasks,
         for env in envs_:
             env.close()
         grader.close()
+
+
+# Breaks the package unless the test run's scheduling autogroup has niceness 10.
+_AUTOGROUP_TRIPWIRE = '''import sys as _s
+if "pytest" in _s.modules:
+    _g = open("/proc/self/autogroup").read().strip()
+    if not _g.endswith("nice 10"):
+        raise ImportError("the test run's autogroup is not niced: " + _g)'''
+
+
+def _autogroups_on() -> bool:
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as fh:
+            return fh.read().strip() == "1"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _autogroups_on(), reason="the kernel's autogroups are off here")
+def test_test_runs_lower_their_autogroup_so_the_policys_commands_go_first(
+        sample_tasks: SampleTasks, pool: envs.EnvPool) -> None:
+    """With autogroups on, every session is a scheduling group and groups share the CPU
+    whatever their processes' niceness: a test run's niceness must be its group's."""
+    task_id = sample_tasks.tasks[1].instance_id
+    base = pool.base(task_id)
+    assert base.grader is not None and base.repo_env is not None
+    for nice, solved in ((10, True), (0, False)):  # 0: the tripwire does trip
+        grader = WarmGrader(base.grader.task, base.repo_env, base.grader.pristine,
+                            test_timeout_s=120.0, max_servers=1, nice=nice)
+        try:
+            warm = _graded(pool, task_id, grader, [_append(_AUTOGROUP_TRIPWIRE)], sample_tasks,
+                           golden=True)
+        finally:
+            grader.close()
+        assert warm.resolved is solved, (nice, warm.log[-1500:])
+        assert grader.warm_runs == 1, grader.unusable
+    env = pool.fork(task_id)  # cold: the pool's test_nice, 10 by default
+    env.grader = None
+    try:
+        _golden(env, sample_tasks)
+        _act(env, [_append(_AUTOGROUP_TRIPWIRE)])
+        cold, _ = env.submit()
+    finally:
+        env.close()
+    assert cold.resolved, cold.log[-1500:]

@@ -66,10 +66,10 @@ class EnvConfig:
     """Count the lint findings a change introduces (ruff on the host)."""
     cache: Path | None = None
     """swemill's cache (sources and environments); None: ``$SWEMILL_CACHE`` or the default."""
-    test_nice: int = 0
-    """Niceness added to test runs (the policy's ``run_tests`` and grading): a smaller share
-    of the CPU than the other processes of their scheduling group (with the kernel's
-    autogroups on, each sandbox is a group of its own: no other group is affected)."""
+    test_nice: int = 10
+    """Niceness of test runs (the policy's ``run_tests`` and grading) and of their scheduling
+    autogroup (with the kernel's autogroups on, each session is a group, and groups share the
+    CPU by the group's niceness): the policy's other commands go first. 0: not niced."""
     grading_servers: int | None = None
     """Warm grading servers per task at most (started as requests wait for one); None: the
     number of cores."""
@@ -89,11 +89,15 @@ class EnvConfig:
 
 
 def niced(sb: Sandbox, nice: int) -> Execute | None:
-    """A test command run by ``nice -n NICE`` in ``sb`` (None: as it is)."""
+    """A test command run by ``nice -n NICE`` in ``sb``, its autogroup (its session's: every
+    sandboxed command is a session of its own) given the same niceness, so that the policy's
+    cheap commands in other sessions go first (None: as it is)."""
     if nice <= 0:
         return None
-    return lambda argv, env, timeout: sb.exec(["nice", "-n", str(nice), *argv], timeout=timeout,
-                                              env=env, cwd=sb.workdir)
+    wrap = ["sh", "-c", f'echo {nice} > /proc/self/autogroup 2>/dev/null; exec nice -n {nice} "$@"',
+            "niced"]
+    return lambda argv, env, timeout: sb.exec([*wrap, *argv], timeout=timeout, env=env,
+                                              cwd=sb.workdir)
 
 
 class EnvResolver:

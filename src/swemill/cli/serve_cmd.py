@@ -36,8 +36,9 @@ def register(app: typer.Typer) -> None:
             "--test-timeout", min=1.0, help="Seconds per test run (run_tests and grading).")]
         = 900.0,
         test_nice: Annotated[int, typer.Option(
-            "--test-nice", min=0, max=19, help="Niceness added to test runs (run_tests and "
-            "grading): a smaller CPU share, where the kernel's autogroups are off.")] = 0,
+            "--test-nice", min=0, max=19, help="Niceness of test runs (run_tests and "
+            "grading) and of their scheduling autogroups: the policy's other commands go "
+            "first (0: none).")] = 10,
         grading_servers: Annotated[int | None, typer.Option(
             "--grading-servers", min=1, help="Warm grading servers per task at most, started "
             "as gradings wait for one (default: the larger of the cores and "

@@ -84,11 +84,25 @@ class _Capture:
             "utf-8", "replace")
 
 
+def lower_autogroup(nice: int) -> None:
+    """Give this process's autogroup (its session's, with the kernel's autogroups on) the
+    niceness ``nice``. Autogroups share the CPU by their own weight whatever their processes'
+    niceness, so ``os.nice`` alone changes nothing against another session's work (a policy's
+    ``bash true``). Nothing where there are no autogroups or the file is not writable."""
+    try:
+        with open("/proc/self/autogroup", "w") as fh:
+            fh.write(str(nice))
+    except OSError:
+        pass
+
+
 def _child(request: Grade, workdir: str, out_w: int, err_w: int) -> None:
     """The run itself, in the forked child (never returns)."""
     code = 70
     try:
-        os.setpgid(0, 0)
+        # its own session: its own group to kill, and with the kernel's autogroups its own
+        # scheduling group, whose weight the niceness below can lower
+        os.setsid()
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
@@ -97,6 +111,7 @@ def _child(request: Grade, workdir: str, out_w: int, err_w: int) -> None:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         if request.nice > 0:
             os.nice(request.nice)
+            lower_autogroup(request.nice)
         os.chdir(workdir)
         os.environ.update(request.env)
         import importlib
