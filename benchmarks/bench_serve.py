@@ -221,6 +221,48 @@ class CpuMeter:
             self.group.rmdir()
 
 
+_CLK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int, children: bool = False) -> float:
+    """CPU seconds process ``pid`` used (all its threads; with ``children``, also what the
+    children it reaped used); 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    used = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children
+                                                 else 0)
+    return used / _CLK
+
+
+def _grading_servers() -> dict[int, float]:
+    """Every live grading server (``--grade``) with the CPU seconds it and its reaped runs
+    used so far."""
+    out: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--grade" in argv and not argv[0].endswith(b"bwrap"):  # the server, not its bwrap
+            out[int(entry.name)] = _proc_cpu(int(entry.name), children=True)
+    return out
+
+
+def _split(server: int, before: tuple[float, dict[int, float]] | None = None
+           ) -> tuple[float, dict[int, float]]:
+    """The server process's own CPU and its grading servers' (see :func:`_grading_servers`);
+    with ``before``, what each used since."""
+    own, grading = _proc_cpu(server), _grading_servers()
+    if before is None:
+        return own, grading
+    return own - before[0], {pid: used - before[1].get(pid, 0.0)
+                             for pid, used in grading.items()}
+
+
 def _report(label: str, k: int, t: Timings, wall: float, extra: str = "") -> None:
     print(f"  {label:6} K={k:<3} reset p50 {_pct(t.reset, .5):7.1f} ms p99 "
           f"{_pct(t.reset, .99):7.1f} | bash true p50 {_pct(t.bash, .5):6.1f} ms p99 "
@@ -411,6 +453,7 @@ def _serve(root: Path, run: str, pairs: list[tuple[str, str]], k: int,
                                   args.solve_every) for i in range(k)]:
                 f.result()
         cpu0, clients0 = meter.now(), _cpu(resource.RUSAGE_SELF)
+        split0 = _split(served.proc.pid)
         t = Timings()
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=k) as pool:
@@ -418,11 +461,18 @@ def _serve(root: Path, run: str, pairs: list[tuple[str, str]], k: int,
                                   args.fixes, args.solve_every) for i in range(k)]:
                 f.result()
         wall = time.perf_counter() - start
+        own, grading = _split(served.proc.pid, split0)
         cpu = (meter.now() - cpu0 - (_cpu(resource.RUSAGE_SELF) - clients0)) / max(t.episodes, 1)
+        n = max(t.episodes, 1)
+        started = sum(1 for pid in grading if pid not in split0[1])
+        split = (f" (server process {own / n:.3f}, grading servers {sum(grading.values()) / n:.3f}"
+                 f" in {len(grading)}, {started} started while timed; the rest: sandboxes,"
+                 f" runners)")
         peak = _vmhwm_mb(served.proc.pid)
     finally:
         served.stop()
-    _report(label, k, t, wall, f" | {cpu:.2f} CPU s/episode | start-up {cpu0 - cpu_start:.1f}"
+    _report(label, k, t, wall, f" | {cpu:.2f} CPU s/episode{split} | start-up"
+            f" {cpu0 - cpu_start:.1f}"
             f" CPU s | server peak RSS {peak:.0f} MB | mean reward "
             f"{statistics.fmean(t.rewards):.2f} | load {load:.1f}-{os.getloadavg()[0]:.1f}")
     return cpu, t.episodes / wall * 60
