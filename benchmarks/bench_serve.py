@@ -13,8 +13,9 @@ alone).
 Reports reset latency p50/p99 (``POST /sessions``), ``bash true`` step latency p50/p99,
 grading latency p50 (the ``submit`` step), episodes per minute, CPU seconds per episode (the
 server process and everything it started, its sandboxes and grading servers included, while
-the episodes ran; its start-up, the tasks' workspaces and one untimed round of K episodes in
-which the grading servers the K clients need start, is reported apart; for the naive path
+the episodes ran; its start-up, the tasks' workspaces and the untimed rounds of K episodes in
+which the grading servers the K clients need start (until a round starts none, at most
+``--warm-rounds``: a long-lived server's steady state) is reported apart; for the naive path
 this process and everything it started), the machine's load average at the start and end of
 each K, and the server's peak RSS (VmHWM; test processes are its children and not counted).
 ``--cold-grading`` runs the server with cold grading too, as another row (its ``run_tests`` is
@@ -24,9 +25,9 @@ runs it with ``--sandbox-per-command`` (a new sandbox for every command instead 
 long-lived sandbox per session whose runner forks them), as another row; ``--no-spares`` runs
 it with ``--spare-sessions 0`` (no spare sessions: a reset's runner starts at the reset), as
 another row; ``--nice0`` runs it with ``--test-nice 0`` (test runs and their scheduling
-autogroups at the policy's commands' niceness), as another row; ``--per-core`` runs it
-with ``--grading-servers`` set to the number of cores (a task's grading servers before they
-followed demand), as another row. Then the same
+autogroups at the policy's commands' niceness), as another row; ``--per-session`` runs it
+with ``--grading-servers`` set to the larger of the cores and K (the default before
+2026-12-06 21:10, one per core now), as another row. Then the same
 episodes, K at a time, through a fresh per-episode sandbox (no fork, no server:
 ``TaskEnv.reset`` unpacks the snapshot and opens a new sandbox each time; in-process, so it
 pays no HTTP; graded cold; the repository's built environment looked up once per K, as the
@@ -34,7 +35,7 @@ server does), as the naive comparison.
 
     .venv/bin/python benchmarks/bench_serve.py [--clients 1,8,32] [--episodes 2] [--tasks 3]
         [--solve-every 2]
-        [--per-command] [--cold-grading] [--cold-tests] [--no-spares] [--per-core] [--nice0]
+        [--per-command] [--cold-grading] [--cold-tests] [--no-spares] [--per-session] [--nice0]
         [--no-naive]
 """
 
@@ -287,6 +288,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--episodes", type=int, default=2, help="Episodes per client.")
+    parser.add_argument("--warm-rounds", type=int, default=4, metavar="N",
+                        help="Untimed rounds of K episodes before the timed ones, at most: "
+                        "they stop at the first that starts no grading server.")
     parser.add_argument("--solve-every", type=int, default=2, metavar="N",
                         help="Every N-th episode of a client writes the task's golden fix "
                         "before run_tests (its reward is 1); 0: none does (default 2).")
@@ -306,9 +310,9 @@ def main() -> None:
     parser.add_argument("--nice0", action="store_true",
                         help="Also run the server with --test-nice 0 (test runs and their "
                              "autogroups not niced), as another row.")
-    parser.add_argument("--per-core", action="store_true",
-                        help="Also run the server with --grading-servers set to the number of "
-                        "cores (another row).")
+    parser.add_argument("--per-session", action="store_true",
+                        help="Also run the server with --grading-servers set to the larger of "
+                        "the cores and K (another row).")
     parser.add_argument("--gradings", type=int, default=0, metavar="N",
                         help="Also grade each task's workspace N times warm and N times cold, "
                         "in turn, in-process: CPU seconds per grading (left as the episode "
@@ -396,8 +400,8 @@ def _run(args: argparse.Namespace, ks: list[int], root: Path, run: str, store: A
                 *([("coldrt", ["--cold-tests"])] if args.cold_tests else []),
                 *([("cold", ["--cold-grading"])] if args.cold_grading else []),
                 *([("nospare", ["--spare-sessions", "0"])] if args.no_spares else []),
-                *([("percore", ["--grading-servers", str(os.cpu_count() or 1)])]
-                  if args.per_core else []),
+                *([("persess", ["--grading-servers", str(max(os.cpu_count() or 1, k))])]
+                  if args.per_session else []),
                 *([("nice0", ["--test-nice", "0"])] if args.nice0 else [])]
         for label, extra in rows:
             served[label] = _serve(root, run, pairs, k, args, cache, label, extra, meter)
@@ -446,12 +450,17 @@ def _serve(root: Path, run: str, pairs: list[tuple[str, str]], k: int,
                 sid = c.post("/sessions", json={"task_id": task_id}).json()["session_id"]
                 c.delete(f"/sessions/{sid}")
         time.sleep(_SETTLE_S)  # the bases' first grading servers start in the background
-        # one untimed round of K episodes: the grading servers K clients need (up to one per
-        # core and task, ~0.5 CPU s each) start here, as they do once in a long-lived server
-        with ThreadPoolExecutor(max_workers=k) as pool:
-            for f in [pool.submit(http_client, served.url, pairs, 1, Timings(), i, args.fixes,
-                                  args.solve_every) for i in range(k)]:
-                f.result()
+        # untimed rounds of K episodes until one starts no grading server (at most
+        # --warm-rounds): the grading servers the K clients need (~0.5 CPU s each) start here,
+        # as they do once in a long-lived server, and the timed round measures its steady state
+        for _ in range(args.warm_rounds):
+            before = set(_grading_servers())
+            with ThreadPoolExecutor(max_workers=k) as pool:
+                for f in [pool.submit(http_client, served.url, pairs, 1, Timings(), i,
+                                      args.fixes, args.solve_every) for i in range(k)]:
+                    f.result()
+            if set(_grading_servers()) <= before:
+                break
         cpu0, clients0 = meter.now(), _cpu(resource.RUSAGE_SELF)
         split0 = _split(served.proc.pid)
         t = Timings()

@@ -10,7 +10,10 @@ forged reply written into the server's own output pipe, and killing the server.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -334,6 +337,68 @@ def test_test_runs_lower_their_autogroup_so_the_policys_commands_go_first(
         _golden(env, sample_tasks)
         _act(env, [_append(_AUTOGROUP_TRIPWIRE)])
         cold, _ = env.submit()
+    finally:
+        env.close()
+    assert cold.resolved, cold.log[-1500:]
+
+
+# Another session, as root, that changes its autogroup's niceness every 40 ms for argv[1]
+# seconds (bounded): the kernel then refuses a sandboxed process's own change (EAGAIN; one a
+# 100 ms machine-wide from processes without CAP_SYS_ADMIN), as concurrent test runs do.
+_BUSY_AUTOGROUPS = '''import sys, time
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    try:
+        with open("/proc/self/autogroup", "w") as fh:
+            fh.write("0")
+    except OSError:
+        pass
+    time.sleep(0.04)'''
+
+
+@contextlib.contextmanager
+def _busy_autogroups(seconds: float) -> Iterator[None]:
+    writer = subprocess.Popen([sys.executable, "-c", _BUSY_AUTOGROUPS, str(seconds)],
+                              start_new_session=True)
+    try:
+        time.sleep(0.15)
+        yield
+    finally:
+        writer.wait(timeout=seconds + 30)
+
+
+@pytest.mark.skipif(not _autogroups_on() or os.geteuid() != 0,
+                    reason="the kernel's autogroups are off here, or this is not root")
+def test_test_runs_nice_their_autogroup_while_other_sessions_change_theirs(
+        sample_tasks: SampleTasks, pool: envs.EnvPool) -> None:
+    """The kernel takes one autogroup change per 100 ms from sandboxed processes: a test run
+    that tried once was left at niceness 0 whenever another run had just changed its own (8
+    sessions at once), silently. Warm (the server's change at its start) and cold (the run's
+    wrapper) both wait for their turn."""
+    task_id = sample_tasks.tasks[1].instance_id
+    base = pool.base(task_id)
+    assert base.grader is not None and base.repo_env is not None
+    with _busy_autogroups(1.5):  # the precondition: a single try is refused meanwhile
+        probe = base.sandbox.exec(["sh", "-c", "echo 0 > /proc/self/autogroup"], timeout=30)
+    if probe.exit_code == 0:
+        pytest.skip("this kernel does not rate-limit autogroup changes")
+    grader = WarmGrader(base.grader.task, base.repo_env, base.grader.pristine,
+                        test_timeout_s=120.0, max_servers=1, nice=10)
+    try:
+        with _busy_autogroups(1.5):
+            warm = _graded(pool, task_id, grader, [_append(_AUTOGROUP_TRIPWIRE)], sample_tasks,
+                           golden=True)
+    finally:
+        grader.close()
+    assert warm.resolved, warm.log[-1500:]
+    assert grader.warm_runs == 1, grader.unusable
+    env = pool.fork(task_id)  # cold: the pool's test_nice, 10 by default
+    env.grader = None
+    try:
+        _golden(env, sample_tasks)
+        _act(env, [_append(_AUTOGROUP_TRIPWIRE)])
+        with _busy_autogroups(1.5):
+            cold, _ = env.submit()
     finally:
         env.close()
     assert cold.resolved, cold.log[-1500:]

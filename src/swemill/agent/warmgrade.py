@@ -104,7 +104,7 @@ class GradingServer:
         try:
             env = {**repo_env.run_env(self.sb.workdir), "HOME": "/tmp", "LANG": "C.UTF-8"}
             argv = [str(repo_env.python), "-u", f"{INSIDE_MOUNT}/__main__.py", "--grade",
-                    self.sb.workdir]
+                    self.sb.workdir, *(["--nice", str(nice)] if nice > 0 else [])]
             self.spawned = self.sb.spawn(argv, env=env, cwd=self.sb.workdir)
             assert self.spawned.proc.stdout is not None
             self._lines = wire.Lines(self.spawned.proc.stdout.fileno())

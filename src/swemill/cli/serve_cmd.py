@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
@@ -41,8 +40,7 @@ def register(app: typer.Typer) -> None:
             "first (0: none).")] = 10,
         grading_servers: Annotated[int | None, typer.Option(
             "--grading-servers", min=1, help="Warm grading servers per task at most, started "
-            "as gradings wait for one (default: the larger of the cores and "
-            "--max-sessions).")] = None,
+            "as gradings wait for one (default: one per core).")] = None,
         cold_grading: Annotated[bool, typer.Option(
             "--cold-grading", help="Grade in a fresh sandbox each time, not through warm "
             "grading servers.")] = False,
@@ -80,9 +78,7 @@ def register(app: typer.Typer) -> None:
                                                           warm_grading=not cold_grading,
                                                           warm_tests=not cold_tests,
                                                           test_nice=test_nice,
-                                                          grading_servers=grading_servers or
-                                                          max(os.cpu_count() or 1,
-                                                              max_sessions),
+                                                          grading_servers=grading_servers,
                                                           session_runner=not step_sandbox),
                                   spares=spare_sessions)
         except SwemillError as exc:
