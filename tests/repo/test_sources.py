@@ -258,3 +258,26 @@ def test_a_clone_of_a_local_mirror_is_named_by_its_metadata_not_its_path(tmp_pat
     git(work, "remote", "set-url", "origin", "git@github.com:Some-Owner/Some.Repo.git")
     (work / "pkg" / "__init__.py").write_text("x = 2\n")  # a new snapshot, named afresh
     assert resolve_source(str(work), cache=tmp_path / "c").repo == "some-owner/some.repo"
+
+
+def test_a_bare_repository_path_is_cloned_not_copied(tmp_path: Path) -> None:
+    """A mirror kept bare (``git clone --bare``: HEAD, objects, refs and no working tree) given
+    as a directory was copied as if its git files were the project, which then had no tests;
+    it is cloned at its HEAD, named by the project's metadata."""
+    origin = make_tree(tmp_path / "origin")
+    (origin / "pyproject.toml").write_text('[project]\nname = "fancy-lib"\nversion = "1"\n')
+    git(origin, "init", "-q", "-b", "main")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-qm", "one")
+    (origin / "pkg" / "__init__.py").write_text("x = 2\n")
+    git(origin, "commit", "-qam", "two")
+    bare = tmp_path / "mirrors" / "owner+name" / "repo"
+    subprocess.run(["git", "clone", "-q", "--bare", str(origin), str(bare)], check=True)
+    resolved = resolve_source(str(bare), cache=tmp_path / "c")
+    assert resolved.kind == "git" and resolved.repo == "fancy-lib"
+    assert resolved.commit == git(origin, "rev-parse", "HEAD")
+    assert (resolved.path / "tests" / "test_pkg.py").is_file()
+    assert (resolved.path / "pkg" / "__init__.py").read_text() == "x = 2\n"
+    assert not (resolved.path / "objects").exists()
+    assert git(resolved.path, "rev-list", "--count", "HEAD") == "2"  # its history too
+    assert resolve_source(str(bare), cache=tmp_path / "c").from_cache

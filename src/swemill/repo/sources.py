@@ -75,9 +75,21 @@ def resolve_source(spec: str, *, cache: Path | None = None) -> ResolvedSource:
         return _resolve_sample(root)
     if spec.startswith("pypi:"):
         return _resolve_pypi(spec, root)
-    if _GIT_URL.match(spec):
+    if _GIT_URL.match(spec) or _is_bare_repository(Path(spec).expanduser()):
         return _resolve_git(spec, root)
     return _resolve_local(spec, root)
+
+
+def _is_bare_repository(path: Path) -> bool:
+    """A bare git repository (``git clone --bare``, a mirror): its files are git's own, not
+    a working tree, so it is cloned like a git URL rather than copied."""
+    if not ((path / "HEAD").is_file() and (path / "objects").is_dir()
+            and (path / "refs").is_dir()):
+        return False
+    try:
+        return git(["rev-parse", "--is-bare-repository"], path) == "true"
+    except SourceError:
+        return False
 
 
 def git(args: list[str], cwd: Path, *, timeout: float = 600) -> str:
