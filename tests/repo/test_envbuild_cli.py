@@ -148,3 +148,25 @@ def test_toolz_counts_match_pytest_by_hand(shared_cache: Path, tmp_path: Path) -
     assert hand["passed"] > 100
     again = swemill("env", "pypi:toolz==1.0.0", cache=shared_cache)  # cached: a quick summary
     assert again.returncode == 0 and "coverage map" in again.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_a_test_requirement_pinning_an_old_coverage_is_skipped_with_its_reason(
+        tmp_path: Path) -> None:
+    """pyparsing 3.1.4's tests/requirements.txt pins coverage==4.4.2, which has no dynamic
+    contexts: installed over swemill's coverage, it broke the per-test coverage map and every
+    baseline run ("pytest never finished its session"). swemill keeps coverage >= 5 and says
+    which pin it left out, and why."""
+    proj = project(tmp_path / "p", "from clidemo import f\n\ndef test_f():\n    assert f() == 1\n")
+    (proj / "tests" / "requirements.txt").write_text("coverage==4.5.4\n")
+    proc = swemill("env", str(proj), "--json", cache=tmp_path / "c")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    info = json.loads(proc.stdout)
+    assert info["counts"] == {"passed": 1} and info["coverage_functions"] >= 1
+    skipped = {s["requirement"]: s["reason"] for s in info["env_skipped"]}
+    assert "coverage>=5 and coverage==4.5.4" in skipped["coverage==4.5.4"]
+    python = Path(info["env"]["path"]) / "venv" / "bin" / "python"
+    version = subprocess.run([str(python), "-c", "import coverage; print(coverage.__version__)"],
+                             capture_output=True, text=True, check=True).stdout
+    assert int(version.split(".")[0]) >= 5, version

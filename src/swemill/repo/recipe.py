@@ -42,7 +42,9 @@ COMMITTED = ".swemill/recipe.toml"
 
 TEST_NAMES = ("test", "tests", "testing")
 DEV_NAMES = ("dev", "develop", "development")
-ALWAYS = ("pytest", "coverage")
+ALWAYS = ("pytest", "coverage>=5")
+"""Installed in every environment: swemill's per-test coverage map needs coverage.py's dynamic
+contexts (5.0); a test requirement pinning an older one is skipped, with uv's reason."""
 _NOT_FOR_TESTS = re.compile(
     r"^(sphinx|furo|myst|mkdocs|black|flake8|ruff|isort|pylint|mypy|pyright|pre-commit|twine|"
     r"flit|build|wheel|setuptools|tox|nox|bump|towncrier|codecov|coveralls|docutils|readme|"
@@ -81,7 +83,7 @@ class Recipe(BaseModel):
     requirement_files: list[str] = Field(default_factory=list)
     """Requirement files, relative to the repository root, installed with ``-r``."""
     packages: list[str] = Field(default_factory=list)
-    """Further requirement strings; pytest and coverage are always added."""
+    """Further requirement strings; pytest and ``coverage>=5`` are always added."""
     pytest_args: list[str] = Field(default_factory=list)
     """Replaces the repo's ``addopts`` (filtered of options that change what is measured)."""
     test_paths: list[str] = Field(default_factory=list)
@@ -96,7 +98,7 @@ class Recipe(BaseModel):
 
     def all_packages(self) -> list[str]:
         have = {_req_name(p) for p in self.packages}
-        return [*self.packages, *(p for p in ALWAYS if p not in have)]
+        return [*self.packages, *(p for p in ALWAYS if _req_name(p) not in have)]
 
 
 def load_recipe(path: Path) -> Recipe:
