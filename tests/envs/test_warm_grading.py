@@ -322,24 +322,43 @@ def test_test_runs_lower_their_autogroup_so_the_policys_commands_go_first(
     base = pool.base(task_id)
     assert base.grader is not None and base.repo_env is not None
     for nice, solved in ((10, True), (0, False)):  # 0: the tripwire does trip
-        grader = WarmGrader(base.grader.task, base.repo_env, base.grader.pristine,
-                            test_timeout_s=120.0, max_servers=1, nice=nice)
-        try:
-            warm = _graded(pool, task_id, grader, [_append(_AUTOGROUP_TRIPWIRE)], sample_tasks,
-                           golden=True)
-        finally:
-            grader.close()
+        warm, grader = _tripwire_warm(pool, task_id, sample_tasks, nice)
         assert warm.resolved is solved, (nice, warm.log[-1500:])
         assert grader.warm_runs == 1, grader.unusable
-    env = pool.fork(task_id)  # cold: the pool's test_nice, 10 by default
+    cold = _tripwire_cold(pool, task_id, sample_tasks)
+    assert cold.resolved, cold.log[-1500:]
+
+
+def _tripwire_warm(pool: envs.EnvPool, task_id: str, sample_tasks: SampleTasks, nice: int,
+                   busy_s: float = 0.0) -> tuple[Outcome, WarmGrader]:
+    """The golden fix and the autogroup tripwire graded by a new warm grader at ``nice``
+    (``busy_s``: while another session keeps changing its autogroup)."""
+    base = pool.base(task_id)
+    assert base.grader is not None and base.repo_env is not None
+    grader = WarmGrader(base.grader.task, base.repo_env, base.grader.pristine,
+                        test_timeout_s=120.0, max_servers=1, nice=nice)
+    try:
+        with _busy_autogroups(busy_s) if busy_s else contextlib.nullcontext():
+            warm = _graded(pool, task_id, grader, [_append(_AUTOGROUP_TRIPWIRE)], sample_tasks,
+                           golden=True)
+    finally:
+        grader.close()
+    return warm, grader
+
+
+def _tripwire_cold(pool: envs.EnvPool, task_id: str, sample_tasks: SampleTasks,
+                   busy_s: float = 0.0) -> Outcome:
+    """The same, graded cold at the pool's test_nice (10 by default)."""
+    env = pool.fork(task_id)
     env.grader = None
     try:
         _golden(env, sample_tasks)
         _act(env, [_append(_AUTOGROUP_TRIPWIRE)])
-        cold, _ = env.submit()
+        with _busy_autogroups(busy_s) if busy_s else contextlib.nullcontext():
+            cold, _ = env.submit()
     finally:
         env.close()
-    assert cold.resolved, cold.log[-1500:]
+    return cold
 
 
 # Another session, as root, that changes its autogroup's niceness every 40 ms for argv[1]
@@ -382,23 +401,8 @@ def test_test_runs_nice_their_autogroup_while_other_sessions_change_theirs(
         probe = base.sandbox.exec(["sh", "-c", "echo 0 > /proc/self/autogroup"], timeout=30)
     if probe.exit_code == 0:
         pytest.skip("this kernel does not rate-limit autogroup changes")
-    grader = WarmGrader(base.grader.task, base.repo_env, base.grader.pristine,
-                        test_timeout_s=120.0, max_servers=1, nice=10)
-    try:
-        with _busy_autogroups(1.5):
-            warm = _graded(pool, task_id, grader, [_append(_AUTOGROUP_TRIPWIRE)], sample_tasks,
-                           golden=True)
-    finally:
-        grader.close()
+    warm, grader = _tripwire_warm(pool, task_id, sample_tasks, 10, busy_s=1.5)
     assert warm.resolved, warm.log[-1500:]
     assert grader.warm_runs == 1, grader.unusable
-    env = pool.fork(task_id)  # cold: the pool's test_nice, 10 by default
-    env.grader = None
-    try:
-        _golden(env, sample_tasks)
-        _act(env, [_append(_AUTOGROUP_TRIPWIRE)])
-        with _busy_autogroups(1.5):
-            cold, _ = env.submit()
-    finally:
-        env.close()
+    cold = _tripwire_cold(pool, task_id, sample_tasks, busy_s=1.5)
     assert cold.resolved, cold.log[-1500:]
