@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from swemill.sandbox.cgroups import CommandCgroups, cgroup_support, leftover_groups
+from swemill.sandbox.fork import STORE_PREFIX, _mount_overlay, overlay_usable
 from swemill.sandbox.leftovers import (
     memory_parent,
     owner_pid,
@@ -65,6 +66,24 @@ def test_remove_own_takes_this_process_folders_and_nothing_else(
     lookalike.mkdir()
     assert remove_own(tmp_path) == [mine]
     assert not mine.exists() and other.is_dir() and lookalike.is_dir()
+
+
+@pytest.mark.skipif(not overlay_usable(), reason="no overlay mounts here (needs root)")
+def test_remove_own_takes_an_overlay_store_a_sigterm_left_with_its_mount(
+        tmp_path: Path, live: subprocess.Popen[bytes]) -> None:
+    # regression (CI, two workers): SIGTERM landed in overlay_usable() between its mkdtemp and
+    # its ``try``, and the ``swm-<pid>-probe*`` folder outlived the CLI's exit
+    mine = tmp_path / f"{STORE_PREFIX}{os.getpid()}-probe1x2y"
+    for name in ("l", "u", "w", "m"):
+        (mine / name).mkdir(parents=True)
+    (mine / "l" / "f").write_text("lower")
+    _mount_overlay(mine / "m", [mine / "l"], mine / "u", mine / "w")
+    other = tmp_path / f"{STORE_PREFIX}{live.pid}-abc"
+    other.mkdir()
+    assert (mine / "m" / "f").read_text() == "lower"  # mounted
+    assert remove_own(tmp_path) == [mine]
+    assert not mine.exists() and other.is_dir()
+    assert str(mine) not in Path("/proc/self/mountinfo").read_text()
 
 
 def test_sweep_removes_folders_of_dead_owners_only(tmp_path: Path,

@@ -35,7 +35,10 @@ from swemill.core.errors import SandboxError
 from swemill.sandbox._hostuser import hand_over, sweep
 from swemill.sandbox._settled import SettledSweep
 
-__all__ = ["PlainTree", "OverlayTree", "Tree", "copy_tree", "overlay_usable"]
+__all__ = ["STORE_PREFIX", "PlainTree", "OverlayTree", "Tree", "copy_tree", "overlay_usable"]
+
+STORE_PREFIX = "swm-"
+"""An overlay store is ``<tmp>/swm-<pid>-*``, named after the process that made it."""
 
 _MAX_LAYERS = 48  # a mount's options must fit in one page; past this the view is squashed
 _MNT_DETACH = 2
@@ -83,7 +86,7 @@ def _store_parent() -> Path:
 
 def _reap_stale(parent: Path) -> None:
     """Unmount and delete stores whose process is gone (it was killed before cleaning up)."""
-    for store in parent.glob("swm-*-*"):
+    for store in parent.glob(f"{STORE_PREFIX}*-*"):
         pid = store.name.split("-")[1]
         if not pid.isdigit() or Path(f"/proc/{pid}").exists():
             continue
@@ -103,7 +106,7 @@ def overlay_usable() -> bool:
     if os.geteuid() != 0 or any(c in str(parent) for c in ",:"):
         return False
     try:
-        probe = Path(tempfile.mkdtemp(prefix=f"swm-{os.getpid()}-probe", dir=parent))
+        probe = Path(tempfile.mkdtemp(prefix=f"{STORE_PREFIX}{os.getpid()}-probe", dir=parent))
     except OSError:
         return False
     try:
@@ -124,7 +127,7 @@ class _Store:
     def __init__(self) -> None:
         parent = _store_parent()
         _reap_stale(parent)
-        self.dir = Path(tempfile.mkdtemp(prefix=f"swm-{os.getpid()}-", dir=parent))
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{STORE_PREFIX}{os.getpid()}-", dir=parent))
         self._lock = threading.Lock()
         self._refs: dict[Path, int] = {}
         self._seq = 0

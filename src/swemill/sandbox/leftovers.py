@@ -148,11 +148,13 @@ def sweep_scratch(parent: Path | None = None) -> list[Path]:
 
 
 def remove_own(parent: Path | None = None) -> list[Path]:
-    """Remove this process's own ``swemill-<pid>-*`` folders; the CLI's last act on the way out.
+    """Remove this process's own ``swemill-<pid>-*`` folders and ``swm-<pid>-*`` overlay stores
+    (their mounts detached first); the CLI's last act on the way out.
 
     A ``finally`` that deletes a folder can itself be cut short by SIGTERM (the signal lands
-    mid-``rmtree``, or between ``mkdtemp`` and the ``try``); this catches what such a cut left."""
-    mine = f"{PREFIX}{os.getpid()}-"
+    mid-``rmtree``, or between ``mkdtemp`` and the ``try``, as in the overlay probe of
+    :func:`swemill.sandbox.fork.overlay_usable`); this catches what such a cut left."""
+    mine = (f"{PREFIX}{os.getpid()}-", f"{fork.STORE_PREFIX}{os.getpid()}-")
     removed = []
     for entry in [e for p in ([parent] if parent else _parents()) for e in _listing(p)]:
         if not entry.name.startswith(mine):
