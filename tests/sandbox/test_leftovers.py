@@ -80,10 +80,14 @@ def test_remove_own_takes_an_overlay_store_a_sigterm_left_with_its_mount(
     _mount_overlay(mine / "m", [mine / "l"], mine / "u", mine / "w")
     other = tmp_path / f"{STORE_PREFIX}{live.pid}-abc"
     other.mkdir()
-    assert (mine / "m" / "f").read_text() == "lower"  # mounted
-    assert remove_own(tmp_path) == [mine]
-    assert not mine.exists() and other.is_dir()
-    assert str(mine) not in Path("/proc/self/mountinfo").read_text()
+    try:
+        assert (mine / "m" / "f").read_text() == "lower"  # mounted
+        assert remove_own(tmp_path) == [mine]
+        assert not mine.exists() and other.is_dir()
+        assert str(mine) not in Path("/proc/self/mountinfo").read_text()
+    finally:  # a failure must not leave a mount under pytest's temp directory
+        if str(mine) in Path("/proc/self/mountinfo").read_text():
+            subprocess.run(["umount", "-l", str(mine / "m")], check=False)
 
 
 def test_sweep_removes_folders_of_dead_owners_only(tmp_path: Path,

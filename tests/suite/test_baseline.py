@@ -1,7 +1,8 @@
 """Baseline and selected runs in a real bwrap sandbox over a real environment.
 
 Regression classes: a hanging test must end at the timeout and never read as a pass; a run
-that dies with exit 0 before pytest's summary (``os._exit(0)`` in a test) is not a pass; a
+that dies with exit 0 before pytest's summary (``os._exit(0)`` in a test) is not a pass, and
+one that crashes says what it last said; a
 selection must run exactly what was asked; the coverage map must name the functions a test
 really executes and none it does not.
 """
@@ -93,6 +94,9 @@ FILES = {
         def test_maybe_exit():
             if os.path.exists("EXIT"):
                 os._exit(0)
+            if os.path.exists("CRASH"):  # what a C extension's bug does
+                import ctypes
+                ctypes.string_at(0)
         """,
 }
 T = "tests/test_calc.py::"
@@ -158,6 +162,16 @@ def test_exit_zero_before_the_summary_is_not_a_pass(calc_env: RepoEnv) -> None:
     assert r.exit_code == 0 and not r.trustworthy
     assert "never finished" in r.problem
     assert r.status(T + "test_add") == "error"
+
+
+def test_a_run_that_crashes_says_what_it_last_said(calc_env: RepoEnv) -> None:
+    # "killed or os._exit" alone hid the cause; faulthandler's line on stderr names it
+    with fresh_sandbox(calc_env, "bwrap") as sb:
+        sb.write_file("CRASH", "")
+        r = run_tests(sb, calc_env, [T + "test_add", T + "test_maybe_exit"], timeout=120)
+    assert not r.trustworthy and "never finished" in r.problem, r.problem
+    assert "killed by SIGSEGV; its last words: Fatal Python error: Segmentation fault" in \
+        r.problem, r.problem
 
 
 def test_a_suite_whose_whole_collection_fails_names_the_collection_error(

@@ -165,7 +165,9 @@ def _problem(results: dict[str, TestResult], collect_errors: dict[str, str],
     if foreign:
         return f"the report holds {foreign} line(s) swemill's reporter did not write"
     if finish is None:
-        return f"pytest never finished its session (exit {exit_code}): killed or os._exit"
+        how = (f"killed by {_signal_name(exit_code)}" if _signal_name(exit_code)
+               else "killed or os._exit")
+        return f"pytest never finished its session (exit {exit_code}): {how}"
     if finish.get("exitstatus") != exit_code:
         return f"pytest reported exit {finish.get('exitstatus')} but the process exited {exit_code}"
     if exit_code == 0 and bad:
@@ -175,3 +177,14 @@ def _problem(results: dict[str, TestResult], collect_errors: dict[str, str],
     if exit_code not in (0, 1):
         return f"pytest exit {exit_code} ({_EXIT_MEANING.get(exit_code, 'unknown')})"
     return ""
+
+
+def _signal_name(exit_code: int) -> str:
+    """``SIGSEGV`` for exit 139 (a shell's 128 + n) or -11 (Python's), else ""."""
+    import signal
+
+    n = exit_code - 128 if exit_code > 128 else -exit_code
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return ""
