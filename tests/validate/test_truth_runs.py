@@ -121,3 +121,78 @@ def test_the_whole_suite_run_is_one_of_the_k_broken_runs(
     assert verdict.fail_to_pass == [T + "test_third_steady"]
     assert verdict.flaky == [T + "test_third"]  # it passed in the whole-suite run
     assert verdict.pass_to_pass == [T + "test_other"]  # run on the broken tree there only
+
+
+LUCKY_TESTS = '''\
+import os
+
+from runspkg.core import other, third
+
+
+def _broken_run(name):
+    """How many broken-tree runs of this test came before this one (counted in a file)."""
+    n = int(open(name).read()) if os.path.exists(name) else 0
+    with open(name, "w") as fh:
+        fh.write(str(n + 1))
+    return n
+
+
+def test_third():
+    if third(1) != 1:
+        assert _broken_run("third-runs.txt") >= 1
+
+
+def test_third_steady():
+    if third(2) != 2:
+        assert False
+
+
+def test_third_lucky():
+    if third(3) != 3:
+        assert _broken_run("lucky-runs.txt") < 2
+
+
+def test_other():
+    import time
+
+    time.sleep(0.3)
+    assert other(1) == 2
+'''
+
+
+def test_a_test_that_passed_by_luck_under_a_bug_that_makes_outcomes_random_is_not_p2p(
+        shared_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``test_third`` fails in its first broken run only: the bug makes outcomes random.
+    ``test_third_lucky`` runs the same code and passes its first two broken runs (the
+    selection's and the whole suite's), failing from the third on: two passes were luck. Once
+    one test is seen changing outcome, the passing tests that run the changed code run
+    ``steady_runs`` more times, and the lucky one leaves PASS_TO_PASS (pyparsing 3.1.4: a
+    test drawing random characters passed the two broken runs that ran it, and the cold
+    audit failed it)."""
+    monkeypatch.setenv("SWEMILL_CACHE", str(shared_cache))
+    files = {"pyproject.toml": PYPROJECT.replace("calcpkg", "runspkg"), "runspkg/__init__.py": "",
+             "runspkg/core.py": CORE, "tests/test_core.py": LUCKY_TESTS}
+    commit_tree(tmp_path / "runspkg", files, "lucky")
+    env = build_env(resolve_source(str(tmp_path / "runspkg")))
+    baseline = run_baseline(env)
+    cand = Candidate(candidate_id="lucky", repo="runspkg", strategy="procedural",
+                     bug_patch=file_diff("runspkg/core.py", CORE,
+                                         CORE.replace("return x\n", "return x + 1\n", 1)),
+                     changed=[ChangedSymbol(file="runspkg/core.py", qualname="third")])
+    assert sorted(select_tests(cand, baseline) or []) == [
+        T + "test_third", T + "test_third_lucky", T + "test_third_steady"]
+    base = open_base(env, backend="auto", limits=Limits(timeout_s=120))
+    worker = Worker(env, base, baseline.commit, prewarm_s=60)
+    ctx = CheckContext(baseline, baseline.commit, repeat=3)
+    try:
+        checked = check_candidate(ctx, worker, cand)
+        lucky_runs = int((worker.root / "lucky-runs.txt").read_text())
+    finally:
+        worker.close()
+        base.close()
+    verdict = checked.verdict
+    assert verdict.accepted, verdict
+    assert verdict.fail_to_pass == [T + "test_third_steady"]
+    assert verdict.flaky == [T + "test_third", T + "test_third_lucky"]
+    assert verdict.pass_to_pass == [T + "test_other"]
+    assert lucky_runs == 2 + ctx.steady_runs  # the selection, the whole suite, the steady runs

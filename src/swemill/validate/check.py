@@ -14,7 +14,10 @@ times, not ``repeat - 1``; a selection taking half the suite's time or more runs
 suite as its first broken run instead (it confirms the selection there and then). Then the
 golden state runs twice (where it is byte for byte the head tree, which the baseline ran
 three times) or ``max(2, repeat)`` times: a FAIL_TO_PASS test fails in every broken run and
-passes in every golden one. An accepted candidate's near-miss variants (other mutants of
+passes in every golden one. Before the golden runs, where some test changed outcome
+between broken runs, the passing tests that run the changed code run ``steady_runs`` more
+times on the broken tree (``_suspects``): the bug may make them random too. An accepted
+candidate's near-miss variants (other mutants of
 the same function, made by the strategy) are then run against its lists.
 
 Only the first broken run formats its failures (the task's failure messages and a refused
@@ -75,6 +78,12 @@ class CheckContext:
     test_cpu_floor_s: float = 0.5
     repeat: int = 3
     """Runs of a surviving broken tree; golden runs: at least two, at least this many."""
+    steady_runs: int = 6
+    """Further broken runs of the passing tests that run the changed code, made only when
+    some test's outcome changed between broken runs: each must pass in every one to enter
+    PASS_TO_PASS. A test the bug fails half of the time slips through all eight of its runs
+    (these, the first and the whole suite's) 0.4% of the time, and the audit is there for
+    that."""
     near_misses: int = 2
     """Near-miss variants run per accepted candidate (those it carries, at most this many)."""
     busy: Callable[[], float] = busy_factor
@@ -276,7 +285,7 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
                                       log=res.log_tail, hung=res.hung, selected=selected)
         return Checked(cand, first, commit, base_patch, selected is not None)
     out = _settle(ctx, worker, cand, baseline, (commit, base_patch), broken, res.messages,
-                  selected, confirmed=confirmed)
+                  selected, confirmed=confirmed, mapped=not missed)
     if missed:
         out.verdict.detail = out.verdict.detail or f"judged on the whole suite: {missed}"
     if out.verdict.accepted:
@@ -287,12 +296,15 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
 def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseline,
             base: tuple[str, str], broken: RunEvidence, messages: dict[str, str],
             selected: list[str] | None, earlier: Sequence[RunEvidence] = (),
-            confirmed: RunEvidence | None = None) -> Checked:
+            confirmed: RunEvidence | None = None, mapped: bool = True) -> Checked:
     """A broken run with newly failing tests: repeat those on the broken tree; for a
     selection, run the whole suite on the broken tree once (no PASS_TO_PASS test unseen
     there), and where it disagrees with the selection, judge the candidate on the whole suite
     instead (``earlier``: the selection's runs, which count as repeats there); then the
-    golden runs. ``confirmed``: the first broken run was that whole-suite run already."""
+    golden runs. ``confirmed``: the first broken run was that whole-suite run already.
+    ``mapped``: the coverage map stands for this candidate (no whole-suite run contradicted
+    its selection). Where a test changed outcome between broken runs, the passing tests that
+    run the changed code are run :attr:`CheckContext.steady_runs` more times first."""
     commit, base_patch = base
     again = _newly_failing(baseline, broken, selected)
     # a selection's whole-suite run is a run of the broken tree too, FAIL_TO_PASS included
@@ -319,12 +331,22 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
         missed = _map_missed(baseline, selected, confirm)
         if missed:  # the coverage map did not stand for the suite here: no shortcut
             out = _settle(ctx, worker, cand, baseline, base, confirm,
-                          {**res.messages, **messages}, None, [broken, *repeats])
+                          {**res.messages, **messages}, None, [broken, *repeats], mapped=False)
             out.verdict.detail = out.verdict.detail or f"judged on the whole suite: {missed}"
             return out
         first = judge([])
     if first.reason != "not_solvable":  # flaky under the bug
         return Checked(cand, first, commit, base_patch, selected is not None)
+    if first.flaky:  # the bug made an outcome random: so may it have others that passed
+        suspects = _suspects(cand, baseline, broken, selected, mapped)
+        if suspects is None or suspects:
+            repeats += [evidence_of(worker.run(suspects, ctx.timeout(baseline, suspects),
+                                               ctx.deadlines(baseline, suspects), terse=True),
+                                    suspects)
+                        for _ in range(ctx.steady_runs)]
+            first = judge([])
+            if first.reason != "not_solvable":
+                return Checked(cand, first, commit, base_patch, selected is not None)
     golden = cand.golden_patch or reverse_patch(cand.bug_patch)
     try:
         worker.checkout(TreeState(commit, (base_patch, cand.bug_patch, golden)))
@@ -338,6 +360,23 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
                      for _ in range(needed)])
     messages = {t: messages.get(t, "") for t in verdict.fail_to_pass}
     return Checked(cand, verdict, commit, base_patch, selected is not None, messages)
+
+
+def _suspects(cand: Candidate, baseline: Baseline, broken: RunEvidence,
+              selected: Sequence[str] | None, mapped: bool) -> list[str] | None:
+    """The tests that run the changed code and passed in the first broken run: where the bug
+    made one test's outcome random, these may have passed by chance (pyparsing 3.1.4: a
+    ``' '.join`` mutant of ``unicode_set.printables`` fails six tests that draw random
+    characters about half of the time; two broken runs saw one of them pass and put it in
+    PASS_TO_PASS, and the cold audit failed it). None when the coverage map does not know
+    them (an edit beyond a function body, code that ran outside any one test, a selection
+    the whole suite contradicted: ``mapped`` False), meaning the whole suite, whose every
+    passing test is then a suspect."""
+    if selected is None:
+        selected = select_tests(cand, baseline) if mapped else None
+        if selected is None:
+            return None
+    return [t for t in selected if broken.outcomes.get(t) in PASSING]
 
 
 def _map_missed(baseline: Baseline, selected: Sequence[str], whole: RunEvidence) -> str:

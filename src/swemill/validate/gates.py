@@ -142,8 +142,10 @@ def decide(
         return _refuse("no_pass_to_pass")
 
     must_pass = set(f2p) | measured_p2p
-    if len(golden_runs) < golden_needed:
-        return _refuse("not_solvable", f"golden patch must be run {golden_needed} times")
+    if len(golden_runs) < golden_needed:  # what the broken runs found so far comes with it
+        return GateVerdict4(False, "not_solvable",
+                            detail=f"golden patch must be run {golden_needed} times",
+                            flaky=sorted(flaky), repeated=repeated)
     for i, run in enumerate(golden_runs):
         if not run.usable:
             return _refuse("not_solvable", f"golden run {i + 1}: timed out or untrusted log")
