@@ -327,7 +327,7 @@ class ColdRunner:
     def run(self, nodeids: Sequence[str] | None, timeout: float,
             deadlines: Deadlines | None = None, *, terse: bool = False,
             maxfail: int = 0, cpu_timeout: float = 0.0) -> WarmResult:
-        report = run_tests(self.sb, self.env, nodeids, timeout=timeout)
+        report = run_tests(self.sb, self.env, nodeids, timeout=timeout, brief=terse)
         results = report.results.values()
         exit_code = report.exit_code if report.trustworthy or report.timed_out else 3
         return WarmResult(exit_code=exit_code, timed_out=report.timed_out,
