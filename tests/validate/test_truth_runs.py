@@ -29,6 +29,15 @@ from .conftest import PYPROJECT, commit_tree
 
 pytestmark = pytest.mark.slow
 
+COUNTER = '''\
+def _broken_run(name):
+    """How many broken-tree runs of this test came before this one (counted in a file)."""
+    n = int(open(name).read()) if os.path.exists(name) else 0
+    with open(name, "w") as fh:
+        fh.write(str(n + 1))
+    return n
+'''
+
 CORE = '''\
 def third(x):
     return x
@@ -48,13 +57,7 @@ SLOW_OTHER = 0.0
 SLOW_STEADY = 0.0
 
 
-def _broken_run(name):
-    """How many broken-tree runs of this test came before this one (counted in a file)."""
-    n = int(open(name).read()) if os.path.exists(name) else 0
-    with open(name, "w") as fh:
-        fh.write(str(n + 1))
-    return n
-
+''' + COUNTER + '''
 
 def test_third():
     if third(1) != 1:
@@ -129,13 +132,7 @@ import os
 from runspkg.core import other, third
 
 
-def _broken_run(name):
-    """How many broken-tree runs of this test came before this one (counted in a file)."""
-    n = int(open(name).read()) if os.path.exists(name) else 0
-    with open(name, "w") as fh:
-        fh.write(str(n + 1))
-    return n
-
+''' + COUNTER + '''
 
 def test_third():
     if third(1) != 1:

@@ -165,9 +165,9 @@ def _problem(results: dict[str, TestResult], collect_errors: dict[str, str],
     if foreign:
         return f"the report holds {foreign} line(s) swemill's reporter did not write"
     if finish is None:
-        how = (f"killed by {_signal_name(exit_code)}" if _signal_name(exit_code)
-               else "killed or os._exit")
-        return f"pytest never finished its session (exit {exit_code}): {how}"
+        sig = _signal_name(exit_code)
+        return (f"pytest never finished its session (exit {exit_code}): "
+                + (f"killed by {sig}" if sig else "killed or os._exit"))
     if finish.get("exitstatus") != exit_code:
         return f"pytest reported exit {finish.get('exitstatus')} but the process exited {exit_code}"
     if exit_code == 0 and bad:

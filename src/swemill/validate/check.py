@@ -339,7 +339,7 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
         return Checked(cand, first, commit, base_patch, selected is not None)
     if first.flaky:  # the bug made an outcome random: so may it have others that passed
         suspects = _suspects(cand, baseline, broken, selected, mapped)
-        if suspects is None or suspects:
+        if suspects != []:  # None: the whole suite
             repeats += [evidence_of(worker.run(suspects, ctx.timeout(baseline, suspects),
                                                ctx.deadlines(baseline, suspects), terse=True),
                                     suspects)
