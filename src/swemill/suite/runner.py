@@ -25,7 +25,6 @@ code from its own memory instead (:mod:`swemill.validate.inside.pristine_codes`)
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import shutil
 import uuid
@@ -38,10 +37,11 @@ from swemill.core.errors import TestRunError
 from swemill.repo.cache import write_text_atomic
 from swemill.repo.envbuild import RepoEnv
 from swemill.sandbox.contract import ExecResult, Sandbox
+from swemill.suite.said import first_error
 from swemill.suite.verdict import TestRunReport, parse_report
 
 __all__ = ["run_tests", "pytest_argv", "ensure_plugin", "env_plugins", "PLUGIN_MODULE",
-           "Execute", "last_words"]
+           "Execute"]
 
 Execute = Callable[[Sequence[str], Mapping[str, str], float], ExecResult]
 """Runs a test command (argv, environment, timeout) in the sandbox's workspace: by default
@@ -160,28 +160,12 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
         tail = (res.stderr or res.stdout).strip().splitlines()[-5:]
         report.problem = f"pytest did not start (exit {res.exit_code}): " + " | ".join(tail)
         report.trustworthy = False
-    elif report.problem.startswith("pytest never finished") and (said := last_words(res)):
+    # what a run that never finished last said on stderr (faulthandler's "Fatal Python
+    # error: ...", an uncaught exception): "killed or os._exit" alone hides the cause
+    elif report.problem.startswith("pytest never finished") and \
+            (said := first_error(res.stderr or "")):
         report.problem += f"; its last words: {said}"
     return report
-
-
-_CAUSE = re.compile(r"Error\b|Exception\b|INTERNALERROR|Traceback|Killed|Fatal|Segmentation|"
-                    r"[Aa]bort|exit\(")
-
-
-def last_words(res: ExecResult) -> str:
-    """What a run that stopped without pytest's summary last said: the last line of its
-    output that names an error (stderr first, then stdout), else stderr's last line; cut
-    to 300 characters, "" when it said nothing. "killed or os._exit" alone hides causes a
-    user can act on (a plugin crashing in pytest's hooks, the OOM killer, a C extension's
-    abort)."""
-    for stream in (res.stderr, res.stdout):
-        lines = [ln.strip() for ln in (stream or "").splitlines() if ln.strip()]
-        cause = next((ln for ln in reversed(lines) if _CAUSE.search(ln)), "")
-        if cause:
-            return cause[:300]
-    lines = [ln.strip() for ln in (res.stderr or "").splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 def _read(sb: Sandbox, rel: str) -> str:

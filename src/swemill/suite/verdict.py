@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from swemill.core.records import TestResult, TestStatus
+from swemill.suite.said import signal_name
 
 __all__ = ["TestRunReport", "parse_report"]
 
@@ -165,7 +166,7 @@ def _problem(results: dict[str, TestResult], collect_errors: dict[str, str],
     if foreign:
         return f"the report holds {foreign} line(s) swemill's reporter did not write"
     if finish is None:
-        sig = _signal_name(exit_code)
+        sig = signal_name(exit_code)
         return (f"pytest never finished its session (exit {exit_code}): "
                 + (f"killed by {sig}" if sig else "killed or os._exit"))
     if finish.get("exitstatus") != exit_code:
@@ -177,14 +178,3 @@ def _problem(results: dict[str, TestResult], collect_errors: dict[str, str],
     if exit_code not in (0, 1):
         return f"pytest exit {exit_code} ({_EXIT_MEANING.get(exit_code, 'unknown')})"
     return ""
-
-
-def _signal_name(exit_code: int) -> str:
-    """``SIGSEGV`` for exit 139 (a shell's 128 + n) or -11 (Python's), else ""."""
-    import signal
-
-    n = exit_code - 128 if exit_code > 128 else -exit_code
-    try:
-        return signal.Signals(n).name
-    except ValueError:
-        return ""

@@ -8,76 +8,15 @@ broken tree's run refused, and the line goes into the ``candidates/`` table.
 from __future__ import annotations
 
 import re
-import signal
 from collections.abc import Mapping, Sequence
 
-from swemill.validate.gates import EXCEPTION_LINE, FAILING
+from swemill.suite.said import PYTEST_EXIT, exit_meaning, first_error, one_line
+from swemill.validate.gates import FAILING
 
 __all__ = ["PYTEST_EXIT", "exit_meaning", "first_error", "one_line", "import_detail",
            "run_failure", "refusal_detail", "MISSING_MODULE"]
 
-PYTEST_EXIT = {
-    0: "all tests passed",
-    1: "some tests failed",
-    2: "interrupted",
-    3: "internal error",
-    4: "usage error: the command line or the test configuration",
-    5: "no tests collected",
-}
-"""What pytest's own exit codes mean (``pytest.ExitCode``)."""
-
-_LINE_MAX = 240
-_ELAPSED = re.compile(r" in \d+(\.\d+)?s\b")
-_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
-_FRAME = re.compile(r'", line \d+(, in | in )\S+$')
 MISSING_MODULE = re.compile(r"No module named '([^']+)'")
-
-
-def exit_meaning(code: int) -> str:
-    """``"pytest exit 4 (usage error: ...)"``, or the signal that killed the process."""
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        why = " (the sandbox's memory limit, or a timeout)" if -code == signal.SIGKILL else ""
-        return f"killed by {name}{why}"
-    if code in PYTEST_EXIT:
-        return f"pytest exit {code} ({PYTEST_EXIT[code]})"
-    return f"exit {code} (not a pytest exit code: the code under test ended the process)"
-
-
-def one_line(text: str) -> str:
-    """``text`` on one line, at most 240 characters, with clock readings and object addresses
-    masked (so a rerun writes the same line)."""
-    text = _ADDRESS.sub("0x…", _ELAPSED.sub("", " ".join(text.split())))
-    return text if len(text) <= _LINE_MAX else text[: _LINE_MAX - 1] + "…"
-
-
-def first_error(text: str) -> str:
-    """The line of ``text`` that best says what went wrong: the first line pytest marks with
-    ``E`` (the first exception line among them, when they quote a traceback), else a fatal
-    error's first line, else the last exception line of a traceback, else
-    a line pytest starts with ``ERROR:``, else the last line that is not a stack frame; ""
-    for empty text."""
-    lines = [ln.rstrip().removeprefix("INTERNALERROR> ") for ln in text.splitlines() if ln.strip()]
-    marked = [ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()]
-    for ln in marked:  # an exception's own line, where the marked lines quote a traceback
-        if EXCEPTION_LINE.match(ln):
-            return one_line(ln)
-    if marked:
-        return one_line(marked[0])
-    for ln in lines:
-        if ln.startswith("Fatal Python error"):  # faulthandler: the frames below say little
-            return one_line(ln)
-    for ln in reversed(lines):
-        if EXCEPTION_LINE.match(ln.strip()):
-            return one_line(ln)
-    for ln in lines:
-        if ln.startswith("ERROR:"):
-            return one_line(ln)
-    rest = [ln for ln in lines if not _FRAME.search(ln) and not ln.startswith("Current thread")]
-    return one_line(rest[-1]) if rest else ""
 
 
 def import_detail(outcomes: Mapping[str, str], messages: Mapping[str, str]) -> str:

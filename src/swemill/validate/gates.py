@@ -18,11 +18,11 @@ enter it only from a whole-suite run of the broken tree (``confirm``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from swemill.core.records import Baseline, TestStatus
+from swemill.suite.said import EXCEPTION_LINE
 
 __all__ = ["EXCEPTION_LINE", "RunEvidence", "GateVerdict4", "decide", "FAILING", "PASSING"]
 
@@ -70,8 +70,6 @@ def _refuse(reason: str, detail: str = "") -> GateVerdict4:
     return GateVerdict4(False, reason, detail=detail)
 
 
-EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)?(Error|Exception|Warning|Exit|Interrupt)\b:?")
-"""An exception's own line (``ValueError: ...``), here and in :mod:`swemill.validate.explain`."""
 
 
 def _exit_said(run: RunEvidence) -> str:
