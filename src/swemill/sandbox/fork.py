@@ -19,7 +19,6 @@ Overlay mounts need root (CAP_SYS_ADMIN); elsewhere a fork is a full copy. Mount
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import functools
@@ -90,13 +89,20 @@ def _reap_stale(parent: Path) -> None:
         pid = store.name.split("-")[1]
         if not pid.isdigit() or Path(f"/proc/{pid}").exists():
             continue
-        prefix = str(store) + "/"
-        with contextlib.suppress(OSError):
-            for line in Path("/proc/self/mountinfo").read_text().splitlines():
-                point = line.split()[4]
-                if point.startswith(prefix):
-                    _umount(Path(point), lazy=True)
+        unmount_under(store)
         shutil.rmtree(store, ignore_errors=True)
+
+
+def unmount_under(folder: Path) -> None:
+    """Detach every mount below ``folder``, innermost first (a fork a killed run left)."""
+    inside = str(folder) + "/"
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return
+    points = [p for line in lines if (p := line.split()[4]).startswith(inside)]
+    for point in sorted(points, key=len, reverse=True):
+        _umount(Path(point), lazy=True)
 
 
 @functools.cache

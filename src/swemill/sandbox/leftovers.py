@@ -15,8 +15,6 @@ the sweep errs on the side of keeping things.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import shutil
 import tempfile
@@ -30,7 +28,6 @@ __all__ = ["MEMORY_HEADROOM", "PREFIX", "Sweep", "memory_parent", "scratch_dir",
            "owner_pid", "remove_own", "sweep", "sweep_scratch"]
 
 PREFIX = "swemill-"
-_MNT_DETACH = 2
 
 
 def scratch_prefix(kind: str) -> str:
@@ -113,27 +110,12 @@ def _dead_owned(parent: Path, prefix: str) -> list[Path]:
     return out
 
 
-def _unmount_under(folder: Path) -> None:
-    """Detach every mount below ``folder`` (an overlay fork of a killed run) before deleting."""
-    inside = str(folder) + "/"
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return
-    points = [p for line in lines if (p := line.split()[4]).startswith(inside)]
-    if not points:
-        return
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    for point in sorted(points, key=len, reverse=True):  # innermost first
-        libc.umount2(os.fsencode(point), _MNT_DETACH)
-
-
 def _remove(entry: Path) -> None:
     if entry.is_symlink() or not entry.is_dir():
         with contextlib.suppress(OSError):
             entry.unlink()
     else:
-        _unmount_under(entry)
+        fork.unmount_under(entry)
         shutil.rmtree(entry, ignore_errors=True)
 
 

@@ -21,14 +21,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from swemill.core.records import TestResult, TestStatus
-from swemill.suite.said import signal_name
+from swemill.suite.said import exit_meaning, signal_name
 
 __all__ = ["TestRunReport", "parse_report"]
 
 _BAD = ("failed", "error")
 _SEAL = "swemill-report-sha256"
 """The digest line's tag; the reporter (:mod:`swemill.suite.pytest_plugin`) writes it."""
-_EXIT_MEANING = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 # CPython's default repr, ``<Warehouse object at 0x7f8c44cd1f90>``: the address differs on
 # every run and means nothing, and a message is quoted in problem statements and tool results,
 # so it is masked to keep those a function of the code and its tests.
@@ -176,5 +175,5 @@ def _problem(results: dict[str, TestResult], collect_errors: dict[str, str],
     if exit_code == 1 and not bad:
         return "exit code 1 but no failure was reported"
     if exit_code not in (0, 1):
-        return f"pytest exit {exit_code} ({_EXIT_MEANING.get(exit_code, 'unknown')})"
+        return exit_meaning(exit_code)
     return ""
