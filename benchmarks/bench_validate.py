@@ -83,7 +83,7 @@ from swemill.synth import make_strategy
 from swemill.synth.patches import reverse_patch
 from swemill.synth.strategy import RepoView
 from swemill.validate.check import CheckContext, Checked
-from swemill.validate.gates import GateVerdict4, RunEvidence, decide
+from swemill.validate.gates import GateVerdict4, RunEvidence, decide, with_collect_errors
 from swemill.validate.pool import WorkerPool
 
 REPOS = ("sample", "pypi:toolz==1.0.0", "pypi:more-itertools==10.5.0")
@@ -223,12 +223,15 @@ def naive(env: RepoEnv, baseline: Baseline, cands: list[Candidate], fixed: float
     return out
 
 
-def audit(checked: Checked, runs: list[tuple[RunEvidence | None, list[RunEvidence]]]) -> str:
+def audit(checked: Checked, runs: list[tuple[RunEvidence | None, list[RunEvidence]]],
+          baseline: Baseline) -> str:
     """``ok``, ``invalid`` (the naive full-suite runs contradict the task's lists) or
     ``inconclusive`` (no naive run of it finished: both timed out)."""
     for broken, golden in runs:
         if broken is not None and broken.usable and len(golden) >= 2 and \
                 all(g.usable for g in golden):
+            # a module that failed to collect stands for its tests, as in the gates
+            broken = with_collect_errors(broken, baseline)
             return "invalid" if invalid(checked, broken, golden) else "ok"
     return "inconclusive"
 
@@ -316,7 +319,8 @@ def measure(spec: str, args: argparse.Namespace) -> tuple[list[str], dict[str, f
     strata = [c.reason for c in sub_checked]
     p_valid = sum(c.verdict.accepted for c in checked if c.candidate.strategy == "procedural")
     p_cpu = s_cpu * len(proc) / len(checked)  # pr-mirror's share (sample only) taken out
-    audits = [audit(c, [(fixed.broken[i], fixed.golden[i]), (adapt.broken[i], adapt.golden[i])])
+    audits = [audit(c, [(fixed.broken[i], fixed.golden[i]), (adapt.broken[i], adapt.golden[i])],
+                    baseline)
               for i, c in enumerate(sub_checked) if c.verdict.accepted]
     bad, unsure = audits.count("invalid"), audits.count("inconclusive")
     agree = sum(c.verdict.accepted == v.accepted for c, v in zip(sub_checked, adapt.verdicts,
@@ -369,6 +373,14 @@ def measure(spec: str, args: argparse.Namespace) -> tuple[list[str], dict[str, f
         f"({unsure} inconclusive); "
         f"verdicts agree with naive on {agree}/{len(sub)}; {nm_line}",
     ]
+    for c, v in zip(sub_checked, adapt.verdicts, strict=True):
+        if c.verdict.accepted != v.accepted:  # say which, and why each side said so
+            cand = c.candidate
+            where = ", ".join(f"{ch.file}:{ch.qualname}" for ch in cand.changed)
+            lines.append(f"{spec:30s} disagree {cand.candidate_id} ({where}, "
+                         f"{cand.metadata.get('mutator', cand.strategy)}):"
+                         f" swemill {c.reason} {c.verdict.detail[:160]!r}; naive {v.reason} "
+                         f"{v.detail[:160]!r}")
     return lines, {"swemill": s_rate, "naive120": f_rate, "naive_adaptive": a_rate,
                    "invalid": float(bad)}
 

@@ -149,3 +149,23 @@ def test_an_untrusted_run_says_its_exit_code_and_pytests_internal_error() -> Non
     v = decide(baseline=BASE, applied=True, imports=True, broken=quiet,
                golden_runs=ok_runs(a="passed"), selected=["t::a"])
     assert v.detail == "broken tree: report and exit code disagree, exit 0"
+
+
+def test_a_module_that_fails_to_collect_under_the_bug_puts_its_tests_in_fail_to_pass() -> None:
+    base = Baseline(repo="r", commit="c", env_key="k", runs=3, durations_s={},
+                    outcomes={"t::a": "passed", "t::b": "passed", "m.py::x": "passed",
+                              "m.py::K::y": "passed"})
+    # m.py builds something at import with the broken code: it reports itself, not its tests
+    broken = RunEvidence({"t::a": "failed", "t::b": "passed", "m.py": "error"}, exit_code=1)
+    v = decide(baseline=base, applied=True, imports=True, broken=broken,
+               golden_runs=[RunEvidence(dict.fromkeys(base.outcomes, "passed"), 0)] * 2,  # type: ignore[arg-type]
+               selected=None)
+    assert v.accepted, v
+    assert v.fail_to_pass == ["m.py::K::y", "m.py::x", "t::a"]
+    assert v.pass_to_pass == ["t::b"]
+    # a repeat in which the module collects and its tests pass makes them flaky, not F2P
+    calm = RunEvidence({"t::a": "failed", "m.py::x": "passed", "m.py::K::y": "passed"}, 1)
+    v = decide(baseline=base, applied=True, imports=True, broken=broken, repeats=[calm],
+               golden_runs=[RunEvidence(dict.fromkeys(base.outcomes, "passed"), 0)] * 2,  # type: ignore[arg-type]
+               selected=None)
+    assert v.accepted and v.fail_to_pass == ["t::a"] and v.flaky == ["m.py::K::y", "m.py::x"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from swemill.core.errors import SandboxError, SynthesisError
@@ -36,7 +36,14 @@ from swemill.core.records import Baseline, Candidate, TestStatus
 from swemill.suite.timeouts import adaptive_timeout, busy_factor
 from swemill.synth.patches import reverse_patch
 from swemill.validate.explain import first_error, refusal_detail, run_failure
-from swemill.validate.gates import FAILING, PASSING, GateVerdict4, RunEvidence, decide
+from swemill.validate.gates import (
+    FAILING,
+    PASSING,
+    GateVerdict4,
+    RunEvidence,
+    collector_of,
+    decide,
+)
 from swemill.validate.warm import Deadlines, WarmResult
 from swemill.validate.worker import TreeState, Worker, evidence_of
 
@@ -210,12 +217,15 @@ def select_tests(cand: Candidate, baseline: Baseline) -> list[str] | None:
     return sorted(tests & eligible, key=lambda t: (durations.get(t, 0.0), t))
 
 
-def _imports(ev: RunEvidence, baseline: Baseline) -> bool:
-    """False when a module could not even be collected (the broken tree does not import);
-    a module that did not collect at baseline either says nothing about the candidate."""
+def _imports(outcomes: Mapping[str, str], baseline: Baseline) -> bool:
+    """False when the broken tree imports nowhere the run looked: modules that collected at
+    baseline failed to collect, and not one test reported (``outcomes``: the run's own,
+    before a selection's unreported tests count as errors). A module that fails while others
+    run is the gates' to judge, its tests errors (:func:`~swemill.validate.gates.
+    with_collect_errors`); one that did not collect at baseline either says nothing."""
     known = baseline.collect_errors
-    return not any("::" not in k and v in FAILING and k not in known
-                   for k, v in ev.outcomes.items())
+    failed = any("::" not in k and v in FAILING and k not in known for k, v in outcomes.items())
+    return not failed or any("::" in k for k in outcomes)
 
 
 def _conftest_failed(res: WarmResult) -> bool:
@@ -273,7 +283,7 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
     missed = _map_missed(baseline, selected, broken) if whole_first and selected else ""
     selected = None if missed else selected
     confirmed = broken if whole_first and not missed else None
-    first = decide(baseline=baseline, applied=True, imports=_imports(broken, baseline),
+    first = decide(baseline=baseline, applied=True, imports=_imports(res.outcomes, baseline),
                    broken=broken, golden_runs=[], selected=selected, confirm=confirmed)
     if first.reason != "not_solvable":  # F2P / P2P already settled it: no golden run
         if first.reason == "untrusted_log" and (res.exit_code < 0 or not res.outcomes):
@@ -358,7 +368,9 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
     verdict = judge([evidence_of(worker.run(selected, ctx.timeout(baseline, selected),
                                             terse=True), selected)
                      for _ in range(needed)])
-    messages = {t: messages.get(t, "") for t in verdict.fail_to_pass}
+    # a test whose module failed to collect says what its module said
+    messages = {t: messages.get(t) or messages.get(collector_of(t, messages) or "", "")
+                for t in verdict.fail_to_pass}
     return Checked(cand, verdict, commit, base_patch, selected is not None, messages)
 
 

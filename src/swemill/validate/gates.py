@@ -18,13 +18,14 @@ enter it only from a whole-suite run of the broken tree (``confirm``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from swemill.core.records import Baseline, TestStatus
 from swemill.suite.said import EXCEPTION_LINE
 
-__all__ = ["EXCEPTION_LINE", "RunEvidence", "GateVerdict4", "decide", "FAILING", "PASSING"]
+__all__ = ["EXCEPTION_LINE", "RunEvidence", "GateVerdict4", "decide", "FAILING", "PASSING",
+           "collector_of", "with_collect_errors"]
 
 FAILING: frozenset[str] = frozenset({"failed", "error"})
 PASSING: frozenset[str] = frozenset({"passed"})
@@ -115,6 +116,9 @@ def decide(
             return _refuse("untrusted_log",
                            f"{where}: report and exit code disagree{_exit_said(run)}")
 
+    broken = with_collect_errors(broken, baseline)
+    repeats = [with_collect_errors(run, baseline) for run in repeats]
+    confirm = with_collect_errors(confirm, baseline) if confirm is not None else None
     eligible = baseline.passing()
     ran = set(broken.outcomes) if selected is None else set(selected)
     failing = {t for t in ran & eligible if broken.outcomes.get(t) in FAILING}
@@ -156,6 +160,26 @@ def decide(
                        "on the broken tree (the whole suite)")
     return GateVerdict4(True, "accepted", fail_to_pass=f2p, pass_to_pass=p2p,
                         flaky=sorted(flaky), repeated=repeated)
+
+
+def with_collect_errors(run: RunEvidence, baseline: Baseline) -> RunEvidence:
+    """``run`` with an ``error`` for each baseline test it never reported because the module
+    (or class) holding it failed to collect: such a collector reports itself, not its tests
+    (a test module that builds attrs classes at import, under a bug in the class builder).
+    Those tests do not pass there, which is what any run of them, a grader's included, sees;
+    a collector that failed at baseline too holds no baseline test."""
+    failed = tuple(f"{key}::" for key, outcome in run.outcomes.items()
+                   if outcome in FAILING and key not in baseline.outcomes)
+    if not failed:
+        return run
+    unseen: dict[str, TestStatus] = {t: "error" for t in baseline.outcomes
+                                     if t not in run.outcomes and t.startswith(failed)}
+    return replace(run, outcomes={**run.outcomes, **unseen}) if unseen else run
+
+
+def collector_of(test: str, keys: Iterable[str]) -> str | None:
+    """The collector among ``keys`` (a module, a class) that holds ``test``, if any."""
+    return next((k for k in keys if test.startswith(f"{k}::")), None)
 
 
 def _flaky(failing: set[str], passing: set[str], repeats: Sequence[RunEvidence]
