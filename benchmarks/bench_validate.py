@@ -11,7 +11,9 @@ process and every sandboxed child). The naive subsample is stratified by swemill
 extrapolated to all candidates per stratum, so hanging candidates weigh on the naive side as
 much as they do on swemill's. The naive verdicts double as an audit: a task swemill accepted
 whose FAIL_TO_PASS does not fail, or whose PASS_TO_PASS does not pass, in the naive
-full-suite runs is counted invalid.
+full-suite runs is counted invalid. Every subsampled candidate on which the two disagree
+(one accepted it, the other did not) gets a line of its own: its id, target, mutator, and
+each side's reason and detail.
 
     python benchmarks/bench_validate.py [--candidates 40] [--naive 10] [--workers 2]
         [--no-head-image] [--repeat 3] [--near-misses 2]
