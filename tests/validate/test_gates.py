@@ -169,3 +169,12 @@ def test_a_module_that_fails_to_collect_under_the_bug_puts_its_tests_in_fail_to_
                golden_runs=[RunEvidence(dict.fromkeys(base.outcomes, "passed"), 0)] * 2,  # type: ignore[arg-type]
                selected=None)
     assert v.accepted and v.fail_to_pass == ["t::a"] and v.flaky == ["m.py::K::y", "m.py::x"]
+    # a folder whose conftest fails to import reports itself too
+    base = Baseline(repo="r", commit="c", env_key="k", runs=3, durations_s={},
+                    outcomes={"t::a": "passed", "sub/m.py::x": "passed", "sub2/m.py::z": "passed"})
+    broken = RunEvidence({"t::a": "passed", "sub": "error", "sub2/m.py::z": "passed"}, 1)
+    v = decide(baseline=base, applied=True, imports=True, broken=broken,
+               golden_runs=[RunEvidence(dict.fromkeys(base.outcomes, "passed"), 0)] * 2,  # type: ignore[arg-type]
+               selected=None)
+    assert v.accepted and v.fail_to_pass == ["sub/m.py::x"], v
+    assert v.pass_to_pass == ["sub2/m.py::z", "t::a"]

@@ -162,14 +162,19 @@ def decide(
                         flaky=sorted(flaky), repeated=repeated)
 
 
+_HOLDS = ("::", "/")
+"""What follows a collector's id in the ids of the tests it holds: a module's or a class's
+``::``, a folder's ``/`` (a folder whose conftest fails to import reports itself)."""
+
+
 def with_collect_errors(run: RunEvidence, baseline: Baseline) -> RunEvidence:
     """``run`` with an ``error`` for each baseline test it never reported because the module
-    (or class) holding it failed to collect: such a collector reports itself, not its tests
+    (class, folder) holding it failed to collect: such a collector reports itself, not its tests
     (a test module that builds attrs classes at import, under a bug in the class builder).
     Those tests do not pass there, which is what any run of them, a grader's included, sees;
     a collector that failed at baseline too holds no baseline test."""
-    failed = tuple(f"{key}::" for key, outcome in run.outcomes.items()
-                   if outcome in FAILING and key not in baseline.outcomes)
+    failed = tuple(f"{key}{sep}" for key, outcome in run.outcomes.items()
+                   if outcome in FAILING and key not in baseline.outcomes for sep in _HOLDS)
     if not failed:
         return run
     unseen: dict[str, TestStatus] = {t: "error" for t in baseline.outcomes
@@ -178,8 +183,9 @@ def with_collect_errors(run: RunEvidence, baseline: Baseline) -> RunEvidence:
 
 
 def collector_of(test: str, keys: Iterable[str]) -> str | None:
-    """The collector among ``keys`` (a module, a class) that holds ``test``, if any."""
-    return next((k for k in keys if test.startswith(f"{k}::")), None)
+    """The collector among ``keys`` (a folder, a module, a class) that holds ``test``."""
+    return next((k for k in keys if test.startswith(tuple(f"{k}{sep}" for sep in _HOLDS))),
+                None)
 
 
 def _flaky(failing: set[str], passing: set[str], repeats: Sequence[RunEvidence]
