@@ -369,7 +369,8 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
                                             terse=True), selected)
                      for _ in range(needed)])
     # a test whose module failed to collect says what its module said
-    messages = {t: messages.get(t) or messages.get(collector_of(t, messages) or "", "")
+    collectors = [k for k in messages if k not in baseline.outcomes]
+    messages = {t: messages.get(t) or messages.get(collector_of(t, collectors) or "", "")
                 for t in verdict.fail_to_pass}
     return Checked(cand, verdict, commit, base_patch, selected is not None, messages)
 
