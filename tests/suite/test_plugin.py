@@ -236,3 +236,130 @@ def test_a_guarded_run_reports_a_replaced_report_class(tmp_path: Path) -> None:
     r = parse_report(text, code, nonce="abc", sealed=stdout)
     assert code == 0 and not r.trustworthy  # it did make the run pass
     assert "TestReport.from_item_and_call" in r.problem
+
+
+_MANAGER = '''import gc
+managers = [x for x in gc.get_objects() if type(x).__name__ == "PytestPluginManager"]
+'''
+_WRAPPER = '''import types
+import pytest
+def wrap(item, call):
+    out = yield
+    rep = out.get_result()
+    rep.outcome, rep.longrepr = "passed", None
+plugin = types.SimpleNamespace(
+    pytest_runtest_makereport=pytest.hookimpl(hookwrapper=True)(wrap))
+'''
+_QUIET = '''import gc
+def quiet():
+    for x in gc.get_objects():
+        if type(x).__name__ == "Session" and hasattr(x, "testsfailed"):
+            x.testsfailed = 0
+'''
+PACKAGE_HACKS = {
+    # the reporter's outcome function swapped, pytest's failure count kept at 0
+    "reporter_swap": (_QUIET + '''import importlib
+rep = importlib.import_module("swemill.suite.pytest_plugin")
+def fine(phases):
+    quiet()
+    return "passed", ""
+rep._outcome = fine
+''', "reporter._outcome"),
+    # the same, put back after the one test so that the module looks untouched at the end
+    "reporter_swap_undone": (_QUIET + '''import importlib
+rep = importlib.import_module("swemill.suite.pytest_plugin")
+orig = rep._outcome
+def fine(phases):
+    quiet()
+    rep._outcome = orig
+    return "passed", ""
+rep._outcome = fine
+''', "report:test_mod.py::test_fail"),
+    # a plugin registered from the package's own code
+    "hook_register": (_MANAGER + _WRAPPER + '''for pm in managers:
+    pm.register(plugin)
+''', "pkg/__init__.py"),
+    # its hook compiled from a string, registered from another thread
+    "hook_register_late": (_MANAGER + '''import functools, threading
+ns = {}
+exec(compile(''' + repr(_WRAPPER) + ''', "<plugin>", "exec"), ns)
+for pm in managers:
+    t = threading.Thread(target=functools.partial(pm.register, ns["plugin"]))
+    t.start()
+    t.join()
+''', "another thread"),
+    # the function of pytest's own report-making implementation swapped; nothing registered
+    "hookimpl_swap": (_MANAGER + '''for pm in managers:
+    for impl in pm.hook.pytest_runtest_makereport.get_hookimpls():
+        if impl.plugin_name == "runner":
+            def made(item, call, orig=impl.function):
+                rep = orig(item, call)
+                rep.outcome, rep.longrepr = "passed", None
+                return rep
+            impl.function = made
+''', "impl of runner swapped"),
+    # a caller of its own in front of the report-logging hook
+    "hook_caller_swap": (_MANAGER + '''class Caller:
+    def __init__(self, real):
+        self.real = real
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+    def __call__(self, **kw):
+        kw["report"].outcome, kw["report"].longrepr = "passed", None
+        return self.real(**kw)
+for pm in managers:
+    pm.hook.pytest_runtest_logreport = Caller(pm.hook.pytest_runtest_logreport)
+''', "pytest_runtest_logreport caller Caller"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PACKAGE_HACKS))
+def test_a_guarded_run_reports_a_package_that_reaches_the_hooks(tmp_path: Path,
+                                                                kind: str) -> None:
+    """Each of these makes a failing test pass from the package's own code, imported by the
+    test module; a guarded run says the report cannot be trusted, and names what was done."""
+    code_text, expected = PACKAGE_HACKS[kind]
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(code_text)
+    (tmp_path / "test_mod.py").write_text("import pkg\n\ndef test_fail():\n    assert 1 == 2\n")
+    text, code, _ = _guarded_run(tmp_path, guard=False)
+    plain = parse_report(text, code, nonce="abc")
+    assert code == 0 and plain.status("test_mod.py::test_fail") == "passed"  # the hack works
+    text, code, stdout = _guarded_run(tmp_path, guard=True)
+    r = parse_report(text, code, nonce="abc", sealed=stdout)
+    assert not r.trustworthy
+    assert expected in r.problem, r.problem
+
+
+def test_a_guarded_run_lets_a_suite_register_its_own_plugins(tmp_path: Path) -> None:
+    """What real suites do: a conftest registers a plugin object, names plugin modules in
+    ``pytest_plugins``, and the package ships a pytest plugin loaded with ``-p``. None of it
+    is tampering; the failing test still fails."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (tmp_path / "pkg" / "plugin.py").write_text(
+        "def pytest_report_header(config):\n    return 'pkg plugin'\n")
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "__init__.py").write_text("")
+    (tmp_path / "helpers" / "fixtures.py").write_text(
+        "import pytest\n\n@pytest.fixture\ndef one():\n    return 1\n")
+    (tmp_path / "conftest.py").write_text(textwrap.dedent('''
+        import pytest
+        pytest_plugins = ["helpers.fixtures", "pkg.plugin"]
+
+        class Timer:
+            @pytest.hookimpl(hookwrapper=True)
+            def pytest_runtest_call(self, item):
+                yield
+
+        def pytest_configure(config):
+            config.pluginmanager.register(Timer(), "timer")
+    '''))
+    (tmp_path / "test_mod.py").write_text(
+        "import pkg\n\ndef test_fail(one):\n    assert pkg.VALUE + one == 3\n\n"
+        "def test_pass(one):\n    assert pkg.VALUE == one\n")
+    text, code, stdout = _guarded_run(tmp_path, guard=True)
+    r = parse_report(text, code, nonce="abc", sealed=stdout)
+    assert r.trustworthy, r.problem
+    assert r.status("test_mod.py::test_fail") == "failed"
+    assert r.status("test_mod.py::test_pass") == "passed"

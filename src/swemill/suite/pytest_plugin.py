@@ -57,20 +57,37 @@ def _no_cached_rewrite():
 
 
 def _guarded():
-    """name -> object for what decides a test's outcome and how it is reported."""
-    from _pytest import outcomes, python, reports, runner, skipping
+    """name -> object for what decides a test's outcome and how it is reported: pytest's report,
+    run and session machinery, pluggy's hook machinery, this reporter's own functions and the
+    library functions it writes and seals its report with."""
+    import sys
+
+    from _pytest import main, outcomes, python, reports, runner, skipping
     from _pytest.assertion import rewrite
+    from _pytest.config import PytestPluginManager
 
     out = {}
-    for mod in (reports, runner, skipping, outcomes, rewrite):
+    hooks = [m for n, m in list(sys.modules.items())
+             if m is not None and (n == "pluggy" or n.startswith("pluggy."))]
+    for mod in (reports, runner, skipping, outcomes, rewrite, main, *hooks):
         out.update((mod.__name__ + "." + k, v) for k, v in vars(mod).items() if callable(v))
-    # Attributes added to the report classes count too; pytest adds some to Function itself.
-    for cls in (reports.BaseReport, reports.TestReport, runner.CallInfo, python.Function):
-        kind = "attr:" if cls is python.Function else "class:"
+    # Attributes added to the report classes count too; pytest adds some to Function, Session
+    # and the plugin manager itself (legacypath), so there only replaced ones do.
+    classes = [reports.BaseReport, reports.TestReport, runner.CallInfo]
+    attrs = [python.Function, main.Session, PytestPluginManager]
+    attrs += [v for m in hooks for v in vars(m).values()
+              if isinstance(v, type) and v.__module__ == m.__name__]
+    for cls in (*classes, *attrs):
+        kind = "attr:" if cls in attrs else "class:"
         where = kind + cls.__module__ + "." + cls.__qualname__ + "."
         out.update((where + k, v) for k, v in vars(cls).items())
     out.update(("builtins." + k, v) for k, v in vars(builtins).items()
-               if k == "__import__" or isinstance(v, type) and issubclass(v, BaseException))
+               if k in ("__import__", "open")
+               or isinstance(v, type) and issubclass(v, BaseException))
+    out.update({"json.dumps": json.dumps, "json.loads": json.loads, "os.write": os.write,
+                "hashlib.sha256": hashlib.sha256, "reporter._state": _state})
+    out.update(("reporter." + k, v) for k, v in globals().items()
+               if callable(v) and getattr(v, "__module__", None) == __name__)
     return out
 
 
@@ -93,12 +110,12 @@ if os.environ.get("SWEMILL_BRIEF"):
     _uncut_tracebacks()
 if _GUARD:
     _no_cached_rewrite()
-_BEFORE = _guarded() if _GUARD else {}
 _STDOUT = os.dup(1) if _GUARD else None
 
 # A string annotation: the venv may run a Python (3.8) that cannot subscript ``dict``.
 _state: "dict[str, Any]" = {"fh": None, "cov": None, "phases": {}, "test": None,
-                           "spawned": set()}
+                           "spawned": set(), "said": {}, "impls": {}, "caller": None,
+                           "foreign": []}
 _SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn",
                            "os.exec", "os.spawn", "os.system", "os.startfile", "pty.spawn"})
 _TRACE_EVENTS = frozenset({"sys.settrace", "sys.setprofile"})
@@ -293,6 +310,8 @@ def pytest_runtest_logfinish(nodeid, location):
         _state["cov"].switch_context("")
         _state["test"] = None
     phases = _state["phases"].pop(nodeid, {})
+    if _GUARD:
+        _state["said"][nodeid] = _BEFORE["reporter._outcome"](phases)[0]
     outcome, message = _outcome(phases)
     duration = sum(getattr(r, "duration", 0.0) for r in phases.values())
     _emit({"kind": "test", "nodeid": nodeid, "outcome": outcome,
@@ -345,19 +364,23 @@ def pytest_sessionfinish(session, exitstatus):
     if cov is not None:
         cov.stop()
         _write_coverage(cov)
+    emit = _BEFORE.get("reporter._emit", _emit)
     if _GUARD:
-        changed = _replaced()
+        try:
+            changed = _BEFORE["reporter._tampered"](session, exitstatus)
+        except Exception as exc:  # the checks themselves broken: that is tampering too
+            changed = ["check failed: " + type(exc).__name__]
         if changed:
-            _emit({"kind": "tamper", "names": changed[:20]})
-    _emit({"kind": "finish", "exitstatus": int(exitstatus),
-           "collected": getattr(session, "testscollected", 0)})
+            emit({"kind": "tamper", "names": changed[:20]})
+    emit({"kind": "finish", "exitstatus": int(exitstatus),
+          "collected": getattr(session, "testscollected", 0)})
     if _state["fh"] is not None:
         _state["fh"].close()
         _state["fh"] = None
     if _GUARD and _REPORT and _STDOUT is not None:
-        with open(_REPORT, "rb") as fh:
-            digest = hashlib.sha256(fh.read()).hexdigest()
-        os.write(_STDOUT, f"\n{SEAL} {_NONCE} {digest}\n".encode())
+        with _BEFORE["builtins.open"](_REPORT, "rb") as fh:
+            digest = _BEFORE["hashlib.sha256"](fh.read()).hexdigest()
+        _BEFORE["os.write"](_STDOUT, f"\n{SEAL} {_NONCE} {digest}\n".encode())
 
 
 def _write_coverage(cov):
@@ -384,3 +407,142 @@ def _write_coverage(cov):
         json.dump({"n": _NONCE, "files": files, "shared": shared,
                    "spawned": sorted(_state["spawned"])}, fh)
     os.replace(tmp, _COVER)
+
+
+_TEST_DIRS = frozenset({"tests", "test", "testing"})
+
+
+def _repository_file(path):
+    """A source file of the repository under test that is not a test file (the package)."""
+    known = _state.setdefault("files", {})
+    found = known.get(path)
+    if found is None:
+        found = known[path] = _in_package(path)
+    return found
+
+
+def _in_package(path):
+    root = _state.get("root")
+    if root is None:
+        root = _state["root"] = os.path.realpath(os.getcwd())
+    if not os.path.isfile(path):  # "<frozen runpy>", "<string>"
+        return False
+    path = os.path.realpath(path)
+    if not path.startswith(root + os.sep) or "site-packages" in path:
+        return False
+    parts = path[len(root) + 1:].split(os.sep)
+    name = parts[-1]
+    if name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py"):
+        return False
+    return not any(p in _TEST_DIRS for p in parts[:-1])
+
+
+def _registrant():
+    """The repository file whose code is on the stack of a plugin's registration, if any."""
+    import sys
+
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if _repository_file(name):
+            return name
+        frame = frame.f_back
+    return None
+
+
+def _code_file(function):
+    """The file a hook function's code comes from; ``"<none>"`` for code compiled from a string."""
+    import inspect
+
+    function = getattr(inspect.unwrap(function), "__func__", function)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None  # a builtin, a partial: no Python code of its own
+    name = code.co_filename
+    return name if os.path.isfile(name) else "<none>"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_plugin_registered(plugin, manager):
+    """Notes each hook implementation as it is registered (pytest replays the registrations
+    made before this plugin), so that at the end the hooks can be checked against them; a
+    plugin registered by the repository's own code, or from another thread, or whose hooks
+    are the package's code or code compiled from a string, is noted as foreign."""
+    if not _GUARD:
+        return
+    import threading
+
+    callers = manager.get_hookcallers(plugin) or []
+    if _state["caller"] is None and callers:
+        _state["caller"] = type(callers[0])
+    name = manager.get_name(plugin) or type(plugin).__name__
+    foreign = []
+    for caller in callers:
+        for impl in caller.get_hookimpls():
+            if impl.plugin is plugin:
+                _state["impls"][id(impl)] = (impl, impl.function)
+                if not isinstance(plugin, type(os)):
+                    code = _code_file(impl.function)
+                    if code == "<none>" or code and _repository_file(code):
+                        foreign.append("hooks from " + str(code))
+    if threading.current_thread() is not threading.main_thread():
+        foreign.append("another thread")
+    by = _registrant()
+    if by:
+        foreign.append(os.path.relpath(os.path.realpath(by), _state["root"]))
+    if foreign:
+        _state["foreign"].append("plugin:" + str(name)[:60] + " (" + ", ".join(foreign[:2]) + ")")
+
+
+def _hooks_added(manager):
+    """Hook implementations that no registration made, or whose function was swapped since;
+    hook callers that are not pluggy's."""
+    out = []
+    impls = _state["impls"]
+    for name, caller in list(vars(manager.hook).items()):
+        if type(caller) is not _state["caller"]:
+            out.append("hook:" + name + " caller " + type(caller).__name__)
+            continue
+        try:
+            for impl in caller.get_hookimpls():
+                seen = impls.get(id(impl))
+                where = "hook:" + name + " impl of " + str(impl.plugin_name)
+                if seen is None or seen[0] is not impl:
+                    out.append(where + " unregistered")
+                elif seen[1] is not impl.function:
+                    out.append(where + " swapped")
+        except Exception as exc:  # a caller broken on purpose is a finding, not a crash
+            out.append("hook:" + name + " " + type(exc).__name__)
+    return out
+
+
+def _unsaid(exitstatus):
+    """Tests whose last report line differs from the outcome pytest's reports gave (written
+    through a reporter function that was swapped and put back); a run that exits 0 after
+    failed or error tests."""
+    last = {}
+    if _REPORT:
+        with _BEFORE["builtins.open"](_REPORT, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    row = _BEFORE["json.loads"](line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and row.get("kind") == "test" and row.get("n") == _NONCE:
+                    last[row.get("nodeid")] = row.get("outcome")
+    said = _state["said"]
+    out = ["report:" + k for k in sorted(k for k, v in said.items() if last.get(k) != v)[:5]]
+    if int(exitstatus) == 0 and any(v in ("failed", "error") for v in said.values()):
+        out.append("exitstatus 0 after failures")
+    return out
+
+
+def _tampered(session, exitstatus):
+    names = _BEFORE["reporter._replaced"]()
+    names += _BEFORE["reporter._unsaid"](exitstatus)
+    names += _BEFORE["reporter._hooks_added"](session.config.pluginmanager)
+    return names + _state["foreign"]
+
+
+# Taken last, so that the reporter's own functions are among them.
+_BEFORE = _guarded() if _GUARD else {}

@@ -124,7 +124,7 @@ def parse_report(report_text: str, exit_code: int, *, nonce: str | None = None,
     problem = _problem(results, collect_errors, finish, exit_code, foreign, timed_out,
                        killed_reason)
     if not problem and tampered:
-        problem = "the test process replaced pytest's own code: " + ", ".join(tampered[:5])
+        problem = "the test process changed how its tests are reported: " + ", ".join(tampered[:5])
     if not problem and sealed is not None:
         problem = _seal_problem(report_text, sealed, nonce or "")
     collected = int(finish["collected"]) if finish and "collected" in finish else None  # type: ignore[call-overload]
