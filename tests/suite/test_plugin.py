@@ -363,3 +363,28 @@ def test_a_guarded_run_lets_a_suite_register_its_own_plugins(tmp_path: Path) -> 
     assert r.trustworthy, r.problem
     assert r.status("test_mod.py::test_fail") == "failed"
     assert r.status("test_mod.py::test_pass") == "passed"
+
+
+def test_a_guarded_run_of_pluggy_itself_is_trusted(tmp_path: Path) -> None:
+    """When the repository is the test runner's own machinery (pluggy's tasks in the zoo), its
+    code is on the stack of every registration: that is not the package reaching in."""
+    import shutil
+
+    import pluggy
+
+    shutil.copytree(Path(pluggy.__file__).parent, tmp_path / "pluggy")
+    (tmp_path / "test_mod.py").write_text(
+        "import pluggy\n\ndef test_fail():\n    assert pluggy.__file__ == 'nowhere'\n")
+    env = {"SWEMILL_REPORT": str(tmp_path / "report.jsonl"), "SWEMILL_NONCE": "abc",
+           "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "SWEMILL_GUARD": "1",
+           "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p",
+         "no:cacheprovider", "-o", "addopts=", f"--rootdir={tmp_path}", "-q", "test_mod.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    r = parse_report((tmp_path / "report.jsonl").read_text(), proc.returncode, nonce="abc",
+                     sealed=proc.stdout)
+    assert r.trustworthy, r.problem
+    assert r.status("test_mod.py::test_fail") == "failed"
+    assert str(tmp_path / "pluggy") in r.results["test_mod.py::test_fail"].message

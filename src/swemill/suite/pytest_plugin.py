@@ -430,11 +430,29 @@ def _in_package(path):
     path = os.path.realpath(path)
     if not path.startswith(root + os.sep) or "site-packages" in path:
         return False
+    if any(path == p or path.startswith(p + os.sep) for p in _runner_paths()):
+        return False  # the repository is pluggy or pytest itself: its code runs every hook
     parts = path[len(root) + 1:].split(os.sep)
     name = parts[-1]
     if name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py"):
         return False
     return not any(p in _TEST_DIRS for p in parts[:-1])
+
+
+def _runner_paths():
+    """The test runner's packages (folders) and single-file modules, wherever they live."""
+    paths = _state.get("runner")
+    if paths is None:
+        import sys
+
+        paths = _state["runner"] = []
+        for name in ("pytest", "_pytest", "pluggy", "py", "iniconfig"):
+            where = getattr(sys.modules.get(name), "__file__", None)
+            if where:
+                where = os.path.realpath(where)
+                is_package = os.path.basename(where).startswith("__init__.")
+                paths.append(os.path.dirname(where) if is_package else where)
+    return paths
 
 
 def _registrant():
