@@ -269,9 +269,12 @@ rep._outcome = fine
     "reporter_swap_undone": (_QUIET + '''import importlib
 rep = importlib.import_module("swemill.suite.pytest_plugin")
 orig = rep._outcome
+calls = []
 def fine(phases):
     quiet()
-    rep._outcome = orig
+    calls.append(1)
+    if len(calls) == 2:  # the last test
+        rep._outcome = orig
     return "passed", ""
 rep._outcome = fine
 ''', "report:test_mod.py::test_fail"),
@@ -310,6 +313,57 @@ for pm in managers:
 for pm in managers:
     pm.hook.pytest_runtest_logreport = Caller(pm.hook.pytest_runtest_logreport)
 ''', "pytest_runtest_logreport caller Caller"),
+    # an import hook in front of pytest's: test modules imported later are compiled empty
+    "import_hook": ('''import ast, sys, importlib.util
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        if not name.rpartition(".")[2].startswith("test_"):
+            return None
+        for finder in sys.meta_path[1:]:
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                return importlib.util.spec_from_file_location(name, spec.origin, loader=Loader())
+class Loader:
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        tree = ast.parse(open(module.__file__).read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                node.body = [ast.Pass()]
+        exec(compile(ast.fix_missing_locations(tree), module.__file__, "exec"), vars(module))
+sys.meta_path.insert(0, Finder())
+''', "test module test_mod loaded by Loader"),
+    # the test module imported by the package before pytest, its test swapped for a no-op
+    "preimport_swap": ('''import functools, importlib
+m = importlib.import_module("test_mod")
+@functools.wraps(m.test_fail)
+def noop(*a, **k):
+    return None
+m.test_fail = noop
+''', "test module test_mod.py imported by pkg/__init__.py"),
+    # once a test calls the package: the function each collected item holds swapped
+    "item_swap": ('''import functools, gc
+def touch():
+    for x in gc.get_objects():
+        if type(x).__name__ == "Function" and "_obj" in vars(x):
+            x._obj = functools.wraps(x._obj)(lambda *a, **k: None)
+''', "test function of test_mod.py::test_fail swapped"),
+    # the same, the code object inside the test's function replaced
+    "code_swap": ('''import gc
+def touch():
+    for x in gc.get_objects():
+        if type(x).__name__ == "Function" and x.name == "test_fail":
+            x.obj.__code__ = (lambda: None).__code__
+''', "test function of test_mod.py::test_fail swapped"),
+    # what the tests assert with: a pytest.raises that never fails, unittest's assertEqual
+    "raises_patch": ('''import contextlib, pytest
+pytest.raises = lambda *a, **k: contextlib.suppress(BaseException)
+''', "api:pytest.raises", "import pytest\n    with pytest.raises(ValueError):\n        pass"),
+    "assert_method_patch": ('''import unittest
+unittest.TestCase.assertEqual = lambda self, *a, **k: None
+''', "api:unittest.TestCase.assertEqual",
+                            "import unittest\n    unittest.TestCase().assertEqual(1, 2)"),
 }
 
 
@@ -317,11 +371,17 @@ for pm in managers:
 def test_a_guarded_run_reports_a_package_that_reaches_the_hooks(tmp_path: Path,
                                                                 kind: str) -> None:
     """Each of these makes a failing test pass from the package's own code, imported by the
-    test module; a guarded run says the report cannot be trusted, and names what was done."""
-    code_text, expected = PACKAGE_HACKS[kind]
+    suite's conftest and called by the test before; a guarded run says the report cannot be
+    trusted, and names what was done."""
+    code_text, expected, *body = PACKAGE_HACKS[kind]
+    fail = body[0] if body else "assert 1 == 2"
     (tmp_path / "pkg").mkdir()
+    if "def touch" not in code_text:
+        code_text += "\ndef touch():\n    return None\n"
     (tmp_path / "pkg" / "__init__.py").write_text(code_text)
-    (tmp_path / "test_mod.py").write_text("import pkg\n\ndef test_fail():\n    assert 1 == 2\n")
+    (tmp_path / "conftest.py").write_text("import pkg\n")  # as the bundled sample's does
+    (tmp_path / "test_mod.py").write_text("import pkg\n\ndef test_first():\n    pkg.touch()\n"
+                                          f"\n\ndef test_fail():\n    {fail}\n")
     text, code, _ = _guarded_run(tmp_path, guard=False)
     plain = parse_report(text, code, nonce="abc")
     assert code == 0 and plain.status("test_mod.py::test_fail") == "passed"  # the hack works

@@ -48,7 +48,9 @@ _TAMPER = re.compile(
     r"|SWEMILL_|/proc/self/|\b_swemill_report\b|PYTEST_(PLUGINS|ADDOPTS|DISABLE_PLUGIN)"
     r"|PluginManager\b|\b_?(get_)?hookimpls\b|\bget_plugins\b|\bget_hookcallers\b"
     r"|\btb_frame\b|\bf_back\b|\bf_locals\b|\b_getframe\b|\bcurrentframe\b"
-    r"|\bimport\s+gc\b|\bgc\.get_(objects|referrers)\b")
+    r"|\b(import|,)\s*gc\b|\bgc\.get_(objects|referrers)\b|\bget_objects\s*\(\s*\)"
+    r"|\bmeta_path\b|\bpath_hooks\b|\bset(trace|profile)\b|\bsource_to_code\b"
+    r"|[\"'](tests?|testing)[\"'/]|startswith\(\s*[\"']test")
 """Reaching into the test process; read in every command and in added non-test source (and in
 the names it spells from pieces: see :func:`_spelled`)."""
 _PIECES = [rf"(?:[rRbBuU]{{0,2}}{q}(?:[^{q}\\\n]|\\.)*{q}|chr\(\s*\d+\s*\))" for q in "\"'"]
@@ -58,7 +60,8 @@ _JOINED = [re.compile(rf"{p}(?:\s*[+,]?\s*{p})+") for p in _PIECES]
 _BUILDS_CODE = re.compile(r"(?<![.\w])(exec|eval|compile|__import__)\s*\("
                           r"|[\"'](exec|eval|compile|__import__)[\"']")
 """Package code that runs code it builds (a hook compiled from a string has no file)."""
-_IMPORTS_PYTEST = re.compile(r"^\s*(import|from)\s+pytest\b", re.M)
+_IMPORTS_PYTEST = re.compile(
+    r"^\s*(from\s+pytest\b|import\s+([\w.]+(\s+as\s+\w+)?\s*,\s*)*pytest\b)", re.M)
 """Non-test source that imports pytest (a shell command may, to run it)."""
 _RUNS_CODE = re.compile(r"\bpython[\d.]*\s+(-\w*c\b|-(\s|$))|<<|\bexec\b|\beval\b")
 """A shell command that runs code it carries (``python -c``, a here-document)."""

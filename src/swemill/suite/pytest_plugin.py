@@ -58,9 +58,10 @@ def _no_cached_rewrite():
 
 def _guarded():
     """name -> object for what decides a test's outcome and how it is reported: pytest's report,
-    run and session machinery, pluggy's hook machinery, this reporter's own functions and the
-    library functions it writes and seals its report with."""
+    run and session machinery, pluggy's hook machinery, what tests assert with, this reporter's
+    own functions and the library functions it writes and seals its report with."""
     import sys
+    from importlib.machinery import SourceFileLoader
 
     from _pytest import main, outcomes, python, reports, runner, skipping
     from _pytest.assertion import rewrite
@@ -74,16 +75,26 @@ def _guarded():
     # Attributes added to the report classes count too; pytest adds some to Function, Session
     # and the plugin manager itself (legacypath), so there only replaced ones do.
     classes = [reports.BaseReport, reports.TestReport, runner.CallInfo]
-    attrs = [python.Function, main.Session, PytestPluginManager]
+    attrs = [python.Function, main.Session, PytestPluginManager, rewrite.AssertionRewritingHook,
+             *SourceFileLoader.__mro__[:-1]]
     attrs += [v for m in hooks for v in vars(m).values()
               if isinstance(v, type) and v.__module__ == m.__name__]
     for cls in (*classes, *attrs):
         kind = "attr:" if cls in attrs else "class:"
         where = kind + cls.__module__ + "." + cls.__qualname__ + "."
         out.update((where + k, v) for k, v in vars(cls).items())
-    out.update(("builtins." + k, v) for k, v in vars(builtins).items()
-               if k in ("__import__", "open")
-               or isinstance(v, type) and issubclass(v, BaseException))
+    # What tests assert with: pytest's namespace (raises, approx, warns, fail, ...), unittest's
+    # assert methods, the built-in functions and exception classes (only replaced ones count).
+    import unittest
+
+    asserting = [pytest] + [m for n, m in list(sys.modules.items()) if m is not None and n in
+                            ("_pytest.python_api", "_pytest.raises", "_pytest.recwarn")]
+    for mod in asserting:
+        out.update(("api:" + mod.__name__ + "." + k, v) for k, v in vars(mod).items()
+                   if callable(v))
+    out.update(("api:unittest.TestCase." + k, v) for k, v in vars(unittest.TestCase).items()
+               if callable(v))
+    out.update(("builtins." + k, v) for k, v in vars(builtins).items() if callable(v))
     out.update({"json.dumps": json.dumps, "json.loads": json.loads, "os.write": os.write,
                 "hashlib.sha256": hashlib.sha256, "reporter._state": _state})
     out.update(("reporter." + k, v) for k, v in globals().items()
@@ -132,6 +143,26 @@ def _audit(event, args):
         if threading.current_thread() is not threading.main_thread():
             return
     _state["spawned"].add(test)
+
+
+def _audit_exec(event, args):
+    """Grading runs: a test module or conftest file executed by the package's own code (or
+    from another thread) was imported before pytest, which then collects what that code left
+    in it (test functions swapped for no-ops)."""
+    if event != "exec" or not args:
+        return
+    name = getattr(args[0], "co_filename", None)
+    if not name or not _test_file(name):
+        return
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        _state["foreign"].append("test module " + os.path.basename(name) + " run in a thread")
+        return
+    by = _registrant()
+    if by:
+        _state["foreign"].append("test module " + os.path.basename(name) + " imported by "
+                                 + os.path.relpath(os.path.realpath(by), _state["root"]))
 
 
 def _emit(obj):
@@ -213,15 +244,7 @@ def _rewrite_named_modules(config):
     in every run makes the outcome the same however the tests are named."""
     if not config.getoption("doctestmodules", False):
         return
-    state = getattr(config, "_assertstate", None)  # pytest 6; later in the config's stash
-    if state is None:
-        try:
-            from _pytest.assertion.rewrite import assertstate_key
-
-            state = config.stash.get(assertstate_key, None)
-        except (ImportError, AttributeError):
-            return
-    hook = getattr(state, "hook", None)
+    hook = _rewrite_hook(config)
     if hook is None or not hasattr(hook, "_should_rewrite"):  # --assert=plain, other pytest
         return
     root = os.path.realpath(str(getattr(config, "rootpath", None) or config.rootdir))
@@ -245,6 +268,21 @@ def _rewrite_named_modules(config):
 
     hook._early_rewrite_bailout = _early_rewrite_bailout
     hook._should_rewrite = _should_rewrite
+    _state["own"] = {"_early_rewrite_bailout": _early_rewrite_bailout,
+                     "_should_rewrite": _should_rewrite}
+
+
+def _rewrite_hook(config):
+    """pytest's assertion-rewriting import hook of this session (None under --assert=plain)."""
+    state = getattr(config, "_assertstate", None)  # pytest 6; later in the config's stash
+    if state is None:
+        try:
+            from _pytest.assertion.rewrite import assertstate_key
+
+            state = config.stash.get(assertstate_key, None)
+        except (ImportError, AttributeError):
+            return None
+    return getattr(state, "hook", None)
 
 
 def pytest_sessionstart(session):
@@ -421,10 +459,15 @@ def _repository_file(path):
     return found
 
 
-def _in_package(path):
+def _root():
     root = _state.get("root")
     if root is None:
         root = _state["root"] = os.path.realpath(os.getcwd())
+    return root
+
+
+def _in_package(path):
+    root = _root()
     if not os.path.isfile(path):  # "<frozen runpy>", "<string>"
         return False
     path = os.path.realpath(path)
@@ -460,9 +503,10 @@ def _registrant():
     import sys
 
     frame = sys._getframe(2)
+    plugins = _state.setdefault("plugin_files", set())
     while frame is not None:
         name = frame.f_code.co_filename
-        if _repository_file(name):
+        if name not in plugins and _repository_file(name):
             return name
         frame = frame.f_back
     return None
@@ -510,6 +554,10 @@ def pytest_plugin_registered(plugin, manager):
         foreign.append(os.path.relpath(os.path.realpath(by), _state["root"]))
     if foreign:
         _state["foreign"].append("plugin:" + str(name)[:60] + " (" + ", ".join(foreign[:2]) + ")")
+    elif isinstance(plugin, type(os)) and getattr(plugin, "__file__", None):
+        # a plugin module the repository ships (``-p pkg.plugin``, an entry point): its code
+        # runs pytest's hooks, collection included, as pytest's own does
+        _state.setdefault("plugin_files", set()).add(plugin.__file__)
 
 
 def _hooks_added(manager):
@@ -555,12 +603,106 @@ def _unsaid(exitstatus):
     return out
 
 
+def _loaded_elsewhere(session):
+    """Test modules that pytest's import hook did not load from their own file: an import hook
+    put in front of it can compile a test module's functions empty. Methods put on pytest's
+    hook itself count too (but the two this reporter sets under --doctest-modules)."""
+    from importlib.machinery import SourceFileLoader
+
+    hook = _rewrite_hook(session.config)
+    out = []
+    own = _state.get("own", {})
+    if hook is not None:
+        out += ["rewrite hook." + k for k, v in vars(hook).items()
+                if callable(v) and own.get(k) is not v]
+    seen = set()
+    for item in getattr(session, "items", None) or ():
+        module = getattr(getattr(item, "module", None), "__dict__", None)
+        if module is None or id(module) in seen:
+            continue
+        seen.add(id(module))
+        spec = module.get("__spec__")
+        loader = getattr(spec, "loader", None) or module.get("__loader__")
+        if loader is not hook and type(loader) is not SourceFileLoader:
+            out.append("test module " + str(module.get("__name__")) + " loaded by "
+                       + type(loader).__name__)
+            continue
+        where = module.get("__file__")
+        path = str(getattr(item, "path", None) or getattr(item, "fspath", ""))
+        if where and os.path.realpath(where) != os.path.realpath(path):
+            out.append("test module " + str(module.get("__name__")) + " from " + str(where))
+    return out[:5]
+
+
 def _tampered(session, exitstatus):
     names = _BEFORE["reporter._replaced"]()
     names += _BEFORE["reporter._unsaid"](exitstatus)
     names += _BEFORE["reporter._hooks_added"](session.config.pluginmanager)
+    names += _BEFORE["reporter._loaded_elsewhere"](session)
     return names + _state["foreign"]
+
+
+def _test_file(path):
+    """A test module or conftest file of the repository (by pytest's naming conventions)."""
+    known = _state.setdefault("tests", {})
+    found = known.get(path)
+    if found is None:
+        name = os.path.basename(path)
+        found = known[path] = bool(
+            (name == "conftest.py" or name.startswith("test_") and name.endswith(".py")
+             or name.endswith("_test.py")) and os.path.isfile(path)
+            and os.path.realpath(path).startswith(_root() + os.sep))
+    return found
+
+
+def _holder_value(item):
+    """(holder, name) of the function a test item runs, and the object found there now."""
+    name = getattr(item, "originalname", None)
+    holder = getattr(getattr(item, "parent", None), "obj", None)
+    if not name or holder is None:
+        return None
+    if isinstance(holder, type):
+        for klass in holder.__mro__:
+            if name in vars(klass):
+                return vars(klass)[name]
+        return None
+    return getattr(holder, "__dict__", {}).get(name)
+
+
+def _bound(item):
+    """The function an item holds (``_obj``, once pytest looked it up), unbound."""
+    obj = item.__dict__.get("_obj")
+    return getattr(obj, "__func__", obj)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    if _GUARD:
+        _state["collected"] = {item.nodeid: _held(item)
+                               for item in getattr(session, "items", None) or ()}
+
+
+def _held(item):
+    held, bound = _holder_value(item), _bound(item)
+    return held, bound, getattr(bound if bound is not None else held, "__code__", None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    """Grading runs: the function a test runs is the one collected, with the code it had.
+    Package code running in an earlier test can swap a later test's function in its module or
+    class, in the item itself (unittest items bind theirs at setup: the class's function,
+    unbound, is allowed), or the code object inside it."""
+    if not _GUARD or item.nodeid not in _state.get("collected", {}):
+        return
+    held, bound, code = _state["collected"][item.nodeid]
+    now = _bound(item)
+    if (_holder_value(item) is not held or now is not None and now is not bound and now is not held
+            or getattr(now if now is not None else held, "__code__", None) is not code):
+        _state["foreign"].append("test function of " + item.nodeid[:80] + " swapped")
 
 
 # Taken last, so that the reporter's own functions are among them.
 _BEFORE = _guarded() if _GUARD else {}
+if _GUARD and hasattr(__import__("sys"), "addaudithook"):
+    __import__("sys").addaudithook(_audit_exec)
