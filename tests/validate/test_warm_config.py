@@ -86,3 +86,40 @@ def test_config_shapes_run_warm_and_cold(tmp_path: Path) -> None:
         assert "assert 6 == 4" in cold["messages"]["test_calc.py::test_double"]
     finally:
         srv.close()
+
+
+def test_a_repository_that_is_a_pytest_plugin_is_not_preloaded(tmp_path: Path) -> None:
+    """pytest assertion-rewrites a ``pytest11`` plugin's modules. The server imports the
+    installed plugins before forking, unrewritten; when the plugin is the repository itself
+    its own tests read the rewritten messages (pytest-mock 3.14.0's introspection tests failed
+    in every warm run and passed cold). The repository's plugin is left to each run."""
+    work, site = tmp_path / "work", tmp_path / "site"
+    work.mkdir()
+    (work / "wsplugin.py").write_text("def check(x):\n    assert x == 1\n")
+    (work / "test_plugin_asserts.py").write_text(textwrap.dedent("""\
+        import pytest
+
+        import wsplugin
+
+
+        def test_message_is_rewritten():
+            with pytest.raises(AssertionError) as err:
+                wsplugin.check(2)
+            assert "2 == 1" in str(err.value)
+        """))
+    meta = site / "wsplugin-0.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: wsplugin\nVersion: 0\n")
+    (meta / "entry_points.txt").write_text("[pytest11]\nwsplugin = wsplugin\n")
+    (meta / "RECORD").write_text("wsplugin.py,,\n")  # what pytest marks for rewriting
+    shutil.copy(PLUGIN, work / f"{PLUGIN_MODULE}.py")
+    srv = Server(work, env={"PYTHONPATH": f"{work}:{site}"}, plain=True)
+    try:
+        assert "wsplugin.py" not in srv.ready["preloaded"]
+        args = ["-p", PLUGIN_MODULE, "-p", "no:cacheprovider", "-q", "-o", "addopts="]
+        for cold in (False, True):
+            out = srv.run(args, 60, cold=cold)
+            assert out["outcomes"] == {"test_plugin_asserts.py::test_message_is_rewritten":
+                                       "passed"}, (cold, out["log_tail"])
+    finally:
+        srv.close()

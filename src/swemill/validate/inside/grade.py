@@ -363,7 +363,7 @@ def main(argv: list[str]) -> None:
     flags = Flags.all_off()
     flags.fork = True
     start = time.monotonic()
-    _warm_up(CodeCache(os.devnull, enabled=False), ReportCache(), flags)
+    _warm_up(CodeCache(os.devnull, enabled=False), ReportCache(), flags, workdir)
     codes = PristineCodes()  # the workspace is the pristine tree until the first request
     codes.fill(workdir, plugins=(REPORTER,))
     codes.install()
