@@ -448,3 +448,47 @@ def test_a_guarded_run_of_pluggy_itself_is_trusted(tmp_path: Path) -> None:
     assert r.trustworthy, r.problem
     assert r.status("test_mod.py::test_fail") == "failed"
     assert str(tmp_path / "pluggy") in r.results["test_mod.py::test_fail"].message
+
+
+def test_brief_runs_leave_a_test_s_own_inner_pytest_run_alone(tmp_path: Path) -> None:
+    """Brief runs lay out only the last traceback entry of their own tests; a test that runs
+    pytest in-process (pytester) must still see pytest's own layout, frames hidden with
+    ``__tracebackhide__`` left out (pytest-mock 3.14.0's test_missing_introspection failed in
+    every brief run, so the audit removed every task of it)."""
+    (tmp_path / "test_mod.py").write_text(textwrap.dedent('''
+        pytest_plugins = ["pytester"]
+
+
+        def test_inner_run_hides_the_helper(pytester):
+            pytester.makepyfile("""
+                def helper():
+                    __tracebackhide__ = True
+                    secret = "HIDDEN" + "-FRAME"
+                    raise AssertionError("boom")
+
+
+                def test_x():
+                    helper()
+            """)
+            result = pytester.runpytest_inprocess()
+            result.assert_outcomes(failed=1)
+            assert "HIDDEN" not in result.stdout.str()
+    '''))
+    for brief in ({}, {"SWEMILL_BRIEF": "1"}):
+        text, code = run_one(tmp_path, **brief)
+        r = parse_report(text, code, nonce="abc")
+        assert r.status("test_mod.py::test_inner_run_hides_the_helper") == "passed", (brief, r)
+
+
+def run_one(tmp_path: Path, **extra: str) -> tuple[str, int]:
+    report = tmp_path / "report.jsonl"
+    report.unlink(missing_ok=True)
+    env = {"SWEMILL_REPORT": str(report), "SWEMILL_NONCE": "abc", "PATH": "/usr/bin:/bin",
+           "PYTHONDONTWRITEBYTECODE": "1", **extra}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p",
+         "no:cacheprovider", "-o", "addopts=", f"--rootdir={tmp_path}", "-q", "--tb=line",
+         "test_mod.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    return report.read_text(), proc.returncode

@@ -112,8 +112,20 @@ def _uncut_tracebacks():
     before any of this."""
     from _pytest import python
 
-    if callable(getattr(python.Function, "_traceback_filter", None)):  # pytest >= 7.4
-        python.Function._traceback_filter = lambda self, excinfo: excinfo.traceback[-1:]
+    original = getattr(python.Function, "_traceback_filter", None)
+    if not callable(original):  # pytest < 7.4
+        return
+
+    def _traceback_filter(self, excinfo):
+        # Only this session's tests: a test that runs pytest in its own process (pytester's
+        # in-process runs) must see pytest's own tracebacks (pytest-mock 3.14.0's
+        # test_missing_introspection failed in every brief run: its inner run printed the
+        # frame pytest hides)
+        if self.session is _state.get("session"):
+            return excinfo.traceback[-1:]
+        return original(self, excinfo)
+
+    python.Function._traceback_filter = _traceback_filter
 
 
 # Taken at import: ``-p`` plugins load before conftest files and the project are imported.
@@ -288,6 +300,7 @@ def _rewrite_hook(config):
 def pytest_sessionstart(session):
     import platform
 
+    _state["session"] = session
     _emit({"kind": "start", "pytest": pytest.__version__, "python": platform.python_version()})
 
 
