@@ -393,12 +393,17 @@ def test_a_guarded_run_reports_a_package_that_reaches_the_hooks(tmp_path: Path,
 
 def test_a_guarded_run_lets_a_suite_register_its_own_plugins(tmp_path: Path) -> None:
     """What real suites do: a conftest registers a plugin object, names plugin modules in
-    ``pytest_plugins``, and the package ships a pytest plugin loaded with ``-p``. None of it
-    is tampering; the failing test still fails."""
+    ``pytest_plugins``, and the package ships a pytest plugin that registers an object of
+    its own (pytest-xdist's shape). None of it is tampering; the failing test still fails."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("VALUE = 1\n")
     (tmp_path / "pkg" / "plugin.py").write_text(
-        "def pytest_report_header(config):\n    return 'pkg plugin'\n")
+        "def pytest_report_header(config):\n    return 'pkg plugin'\n\n\n"
+        "def pytest_configure(config):\n    from pkg.session import Recorder\n\n"
+        "    config.pluginmanager.register(Recorder(), 'recorder')\n")
+    (tmp_path / "pkg" / "session.py").write_text(  # a plugin object of the package's
+        "class Recorder:\n    def pytest_runtest_logreport(self, report):\n"
+        "        self.last = report.nodeid\n")
     (tmp_path / "helpers").mkdir()
     (tmp_path / "helpers" / "__init__.py").write_text("")
     (tmp_path / "helpers" / "fixtures.py").write_text(

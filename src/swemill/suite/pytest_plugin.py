@@ -171,7 +171,7 @@ def _audit_exec(event, args):
     if threading.current_thread() is not threading.main_thread():
         _state["foreign"].append("test module " + os.path.basename(name) + " run in a thread")
         return
-    by = _registrant()
+    by = _registrant(plugin_package=False)
     if by:
         _state["foreign"].append("test module " + os.path.basename(name) + " imported by "
                                  + os.path.relpath(os.path.realpath(by), _state["root"]))
@@ -511,18 +511,31 @@ def _runner_paths():
     return paths
 
 
-def _registrant():
-    """The repository file whose code is on the stack of a plugin's registration, if any."""
+def _registrant(plugin_package=True):
+    """The repository file whose code is on the stack of a plugin's registration, if any (the
+    code of a plugin module the repository ships, or with ``plugin_package`` of the package
+    that holds it, does not count)."""
     import sys
 
     frame = sys._getframe(2)
-    plugins = _state.setdefault("plugin_files", set())
     while frame is not None:
         name = frame.f_code.co_filename
-        if name not in plugins and _repository_file(name):
+        if _repository_file(name) and not _plugin_code(name, plugin_package):
             return name
         frame = frame.f_back
     return None
+
+
+def _plugin_code(path, plugin_package=True):
+    """Code of a plugin module the repository ships (or, with ``plugin_package``, of the package
+    that holds it): it runs pytest's hooks, collection and registering its own plugin objects
+    included, as pytest's own code does."""
+    places = _state.get("plugin_code")
+    if not places:
+        return False
+    path = os.path.realpath(path)
+    return any(path == file or plugin_package and path.startswith(folder + os.sep)
+               for file, folder in places)
 
 
 def _code_file(function):
@@ -558,7 +571,8 @@ def pytest_plugin_registered(plugin, manager):
                 _state["impls"][id(impl)] = (impl, impl.function)
                 if not isinstance(plugin, type(os)):
                     code = _code_file(impl.function)
-                    if code == "<none>" or code and _repository_file(code):
+                    if code == "<none>" or code and _repository_file(code) and not (
+                            _plugin_code(code)):
                         foreign.append("hooks from " + str(code))
     if threading.current_thread() is not threading.main_thread():
         foreign.append("another thread")
@@ -570,7 +584,11 @@ def pytest_plugin_registered(plugin, manager):
     elif isinstance(plugin, type(os)) and getattr(plugin, "__file__", None):
         # a plugin module the repository ships (``-p pkg.plugin``, an entry point): its code
         # runs pytest's hooks, collection included, as pytest's own does
-        _state.setdefault("plugin_files", set()).add(plugin.__file__)
+        where = os.path.realpath(plugin.__file__)
+        if _repository_file(where):
+            folder = os.path.dirname(where)
+            in_package = os.path.isfile(os.path.join(folder, "__init__.py"))
+            _state.setdefault("plugin_code", []).append((where, folder if in_package else where))
 
 
 def _hooks_added(manager):
