@@ -646,8 +646,11 @@ def _loaded_elsewhere(session):
     if hook is not None:
         out += ["rewrite hook." + k for k, v in vars(hook).items()
                 if callable(v) and own.get(k) is not v]
-    seen = set()
+    seen, parents = set(), set()
     for item in getattr(session, "items", None) or ():
+        if id(item.parent) in parents:  # the items of one module or class: looked at once
+            continue
+        parents.add(id(item.parent))
         module = getattr(getattr(item, "module", None), "__dict__", None)
         if module is None or id(module) in seen:
             continue
