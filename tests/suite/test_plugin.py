@@ -174,14 +174,15 @@ def test_messages_are_the_same_in_every_traceback_style(tmp_path: Path) -> None:
     assert want["test_deep.py::test_fixture"][0] == "error"
 
 
-def _guarded_run(tmp_path: Path, guard: bool) -> tuple[str, int, str]:
+def _guarded_run(tmp_path: Path, guard: bool,
+                 args: tuple[str, ...] = ("test_mod.py",)) -> tuple[str, int, str]:
     env = {"SWEMILL_REPORT": str(tmp_path / "report.jsonl"), "SWEMILL_NONCE": "abc",
            "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
            **({"SWEMILL_GUARD": "1"} if guard else {})}
     (tmp_path / "report.jsonl").unlink(missing_ok=True)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p",
-         "no:cacheprovider", "-o", "addopts=", f"--rootdir={tmp_path}", "-q", "test_mod.py"],
+         "no:cacheprovider", "-o", "addopts=", f"--rootdir={tmp_path}", "-q", *args],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     return (tmp_path / "report.jsonl").read_text(), proc.returncode, proc.stdout
@@ -360,9 +361,27 @@ def touch():
     "raises_patch": ('''import contextlib, pytest
 pytest.raises = lambda *a, **k: contextlib.suppress(BaseException)
 ''', "api:pytest.raises", "import pytest\n    with pytest.raises(ValueError):\n        pass"),
+    # the config's hook relay wrapped: every report logged says passed
+    "relay_swap": ('''import gc
+class Relay:
+    def __init__(self, real):
+        self.real = real
+    def __getattr__(self, name):
+        hook = getattr(self.real, name)
+        if name != "pytest_runtest_logreport":
+            return hook
+        def call(**kw):
+            kw["report"].outcome, kw["report"].longrepr = "passed", None
+            return hook(**kw)
+        return call
+def touch():
+    for x in gc.get_objects():
+        if type(x).__name__ == "Config" and not isinstance(getattr(x, "hook", None), Relay):
+            x.hook = Relay(x.hook)
+''', "config.hook replaced"),
     "assert_method_patch": ('''import unittest
 unittest.TestCase.assertEqual = lambda self, *a, **k: None
-''', "api:unittest.TestCase.assertEqual",
+''', "unittest.case.TestCase.assertEqual",
                             "import unittest\n    unittest.TestCase().assertEqual(1, 2)"),
 }
 
@@ -497,3 +516,58 @@ def run_one(tmp_path: Path, **extra: str) -> tuple[str, int]:
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     return report.read_text(), proc.returncode
+
+
+_UNITTEST_MODULE = """import unittest
+
+import pkg
+
+
+class T(unittest.TestCase):
+    def test_fail(self):
+        self.assertEqual(pkg.VALUE, 2)
+"""
+_DOCTEST_MODULE = '''import pkg
+
+
+def double(x):
+    """
+    >>> double(2)
+    5
+    """
+    return 2 * x
+'''
+SHAPED_HACKS = {
+    # unittest's part executor swallowing what a TestCase's test raises
+    "testpart_swallow": ("""import contextlib, unittest.case
+@contextlib.contextmanager
+def swallow(self, test_case, subTest=False):
+    try:
+        yield
+    except BaseException:
+        pass
+unittest.case._Outcome.testPartExecutor = swallow
+""", "_Outcome.testPartExecutor", _UNITTEST_MODULE, (), "test_mod.py::T::test_fail"),
+    # doctest's output checker that accepts any output
+    "doctest_checker": ("""import doctest
+doctest.OutputChecker.check_output = lambda self, want, got, optionflags: True
+""", "OutputChecker.check_output", _DOCTEST_MODULE, ("--doctest-modules",),
+                        "test_mod.py::test_mod.double"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SHAPED_HACKS))
+def test_a_guarded_run_reports_the_unittest_and_doctest_machinery_replaced(
+        tmp_path: Path, kind: str) -> None:
+    code_text, expected, module, args, nodeid = SHAPED_HACKS[kind]
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("VALUE = 1\n" + code_text)
+    (tmp_path / "conftest.py").write_text("import pkg\n")
+    (tmp_path / "test_mod.py").write_text(module)
+    text, code, _ = _guarded_run(tmp_path, guard=False, args=(*args, "test_mod.py"))
+    plain = parse_report(text, code, nonce="abc")
+    assert code == 0 and plain.status(nodeid) == "passed"  # the hack works
+    text, code, stdout = _guarded_run(tmp_path, guard=True, args=(*args, "test_mod.py"))
+    r = parse_report(text, code, nonce="abc", sealed=stdout)
+    assert not r.trustworthy
+    assert expected in r.problem, r.problem

@@ -83,17 +83,24 @@ def _guarded():
         kind = "attr:" if cls in attrs else "class:"
         where = kind + cls.__module__ + "." + cls.__qualname__ + "."
         out.update((where + k, v) for k, v in vars(cls).items())
-    # What tests assert with: pytest's namespace (raises, approx, warns, fail, ...), unittest's
-    # assert methods, the built-in functions and exception classes (only replaced ones count).
-    import unittest
+    # What tests assert with and how unittest and doctest decide an outcome: pytest's
+    # namespace (raises, approx, warns, fail, ...), pytest's unittest and doctest plugins,
+    # unittest.case, doctest, the built-in functions and exception classes (only replaced
+    # ones count; of classes, only their functions).
+    import doctest  # noqa: F401 - noted before the package can reach them
+    import unittest.case  # noqa: F401
 
+    names = ("_pytest.python_api", "_pytest.raises", "_pytest.recwarn", "_pytest.unittest",
+             "_pytest.doctest", "unittest.case", "doctest")
     asserting = [pytest] + [m for n, m in list(sys.modules.items()) if m is not None and n in
-                            ("_pytest.python_api", "_pytest.raises", "_pytest.recwarn")]
+                            names]
     for mod in asserting:
         out.update(("api:" + mod.__name__ + "." + k, v) for k, v in vars(mod).items()
                    if callable(v))
-    out.update(("api:unittest.TestCase." + k, v) for k, v in vars(unittest.TestCase).items()
-               if callable(v))
+        for cls in vars(mod).values():
+            if isinstance(cls, type) and cls.__module__ == mod.__name__:
+                where = "api:" + mod.__name__ + "." + cls.__qualname__ + "."
+                out.update((where + k, v) for k, v in vars(cls).items() if callable(v))
     out.update(("builtins." + k, v) for k, v in vars(builtins).items() if callable(v))
     out.update({"json.dumps": json.dumps, "json.loads": json.loads, "os.write": os.write,
                 "hashlib.sha256": hashlib.sha256, "reporter._state": _state})
@@ -227,6 +234,8 @@ def _keep_ini(parser, name):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
+    if _GUARD:  # before any conftest file, and so the package, is imported
+        _state["relays"] = (early_config.hook, early_config.pluginmanager.hook)
     # Start measuring before conftest files import the project, as pytest-cov does.
     if _COVER and _state["cov"] is None:
         import coverage
@@ -673,7 +682,22 @@ def _tampered(session, exitstatus):
     names += _BEFORE["reporter._unsaid"](exitstatus)
     names += _BEFORE["reporter._hooks_added"](session.config.pluginmanager)
     names += _BEFORE["reporter._loaded_elsewhere"](session)
+    names += _BEFORE["reporter._relays_replaced"](session)
     return names + _state["foreign"]
+
+
+def _relays_replaced(session):
+    """The config's hook relay (every test's hooks go through it) and the plugin manager's,
+    as they were before any conftest file was imported."""
+    before = _state.get("relays")
+    if before is None:
+        return ["hook relays never noted"]
+    out = []
+    if session.config.hook is not before[0]:
+        out.append("config.hook replaced")
+    if session.config.pluginmanager.hook is not before[1]:
+        out.append("pluginmanager.hook replaced")
+    return out
 
 
 def _test_file(path):
