@@ -571,3 +571,42 @@ def test_a_guarded_run_reports_the_unittest_and_doctest_machinery_replaced(
     r = parse_report(text, code, nonce="abc", sealed=stdout)
     assert not r.trustworthy
     assert expected in r.problem, r.problem
+
+
+def test_a_guarded_run_gives_a_test_s_own_pytest_run_the_autoloaded_plugins(
+        tmp_path: Path) -> None:
+    """Grading runs turn plugin autoloading off and name the environment's plugins with
+    ``-p``; a test that runs pytest itself (pytester) got them autoloaded at the baseline and
+    must get them again (pytest-mock 3.14.0: every oracle failed its in-process runs)."""
+    site = tmp_path / "site"
+    meta = site / "envplugin-0.dist-info"
+    meta.mkdir(parents=True)
+    (site / "envplugin.py").write_text(
+        "import pytest\n\n\n@pytest.fixture\ndef answer():\n    return 42\n")
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: envplugin\nVersion: 0\n")
+    (meta / "entry_points.txt").write_text("[pytest11]\nenvplugin = envplugin\n")
+    (meta / "RECORD").write_text("envplugin.py,,\n")
+    (tmp_path / "test_mod.py").write_text(textwrap.dedent('''
+        pytest_plugins = ["pytester"]
+
+
+        def test_outer(answer):
+            assert answer == 42
+
+
+        def test_inner_run_has_the_plugin(pytester):
+            pytester.makepyfile("def test_x(answer):\\n    assert answer == 42\\n")
+            pytester.runpytest_inprocess().assert_outcomes(passed=1)
+    '''))
+    env = {"SWEMILL_REPORT": str(tmp_path / "report.jsonl"), "SWEMILL_NONCE": "abc",
+           "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "SWEMILL_GUARD": "1",
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": str(site)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p", "envplugin",
+         "-p", "no:cacheprovider", "-o", "addopts=", f"--rootdir={tmp_path}", "-q",
+         "test_mod.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    r = parse_report((tmp_path / "report.jsonl").read_text(), proc.returncode, nonce="abc",
+                     sealed=proc.stdout)
+    assert r.trustworthy, r.problem
+    assert r.status("test_mod.py::test_outer") == "passed"
+    assert r.status("test_mod.py::test_inner_run_has_the_plugin") == "passed", proc.stdout[-800:]

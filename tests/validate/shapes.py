@@ -10,8 +10,8 @@ have and the warm server must run unchanged (issue 14, harness robustness):
 - ``testpaths`` over the tests and the sources, ``--doctest-modules``, unittest-style tests;
 - a test module and a conftest that import packages that are not installed (collection errors
   that belong to the baseline);
-- the project is itself a pytest plugin (a ``pytest11`` entry point), so the warm server
-  imports its code before any test runs: an edit there is only seen by a fresh interpreter.
+- the project is itself a pytest plugin (a ``pytest11`` entry point): the warm server leaves
+  it for each run to import (assertion-rewritten, as pytest does), and its fixture works.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ FILES = {
     "src/shapes/__init__.py": '''\
         """Shapes."""
         ''',
-    # imported by the pytest11 entry point, so by the warm server before any test
+    # imported by the pytest11 entry point: each run imports it (the server does not)
     "src/shapes/plugin.py": '''\
         import pytest
 

@@ -79,8 +79,10 @@ def _check(path: Path, data: st.DataObject, cache: ReportCache, seen: Counter[st
         seen["refused"] += 1
         return
     if fast is not None:
-        assert _swaps(fast) == _swaps(full) and _swaps(full)
-        seen["planned"] += 1
+        assert _swaps(fast) == _swaps(full)
+        # an operator or digit drawn inside a comment or a string changes no code: nothing to
+        # swap either way (toolz 1.0.0's sandbox/core.py, ' and ' in a comment)
+        seen["planned" if _swaps(full) else "no code change"] += 1
     tree = cache.stand_in(head, new)
     if tree is not None:
         assert tree._pytest_statement_linenos == _statement_linenos(ast.parse(new))

@@ -67,8 +67,9 @@ def test_an_unusually_configured_suite_yields_true_tasks(tmp_path: Path) -> None
     y = result.yields["procedural"]
     assert not {"crashed", "import_failed", "untrusted_log"} & set(y.drops), y.drops
     assert result.tasks >= 4, (y.drops, result.head_image)
-    assert result.head_image["served"], result.head_image  # the image served body edits
-    assert result.head_image["cold"], result.head_image  # geometry.py went to a fresh one
+    # the image served body edits; the project's own plugin (and geometry.py, which it
+    # imports) is not preloaded by the warm server, so its edits need no fresh interpreter
+    assert result.head_image["served"], result.head_image
 
     tasks = store.read_records("tasks", "s", Task)
     goldens = {g.instance_id: g for g in store.read_records("golden", "s", Golden)}

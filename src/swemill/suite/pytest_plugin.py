@@ -251,6 +251,12 @@ def pytest_load_initial_conftests(early_config, parser, args):
 
 def pytest_configure(config):
     _rewrite_named_modules(config)
+    if _GUARD:
+        # Grading runs name the environment's plugins with -p and turn autoloading off for
+        # their own session (pytest has read the setting by now). A test that runs pytest
+        # itself (pytester) must get the plugins its run got at the baseline, autoloaded:
+        # pytest-mock 3.14.0's in-process runs lost pytest_mock and every oracle failed.
+        os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
 
 
 def _rewrite_named_modules(config):
