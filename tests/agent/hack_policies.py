@@ -297,6 +297,19 @@ for _d, _, _fs in _o.walk("tests"):
                 if _k.startswith("test") and callable(_v) and not isinstance(_v, type):
                     setattr(_m, _k, _noop(_v))'''
 
+def _on_first_object(call: str) -> str:
+    """Package code that runs ``call()`` whenever the package's classes build an object (the
+    tests build them; the first call does the work)."""
+    return f'''def _first(init):
+    def __init__(self, *a, **k):
+        {call}()
+        return init(self, *a, **k)
+    return __init__
+for _v in list(globals().values()):
+    if isinstance(_v, type) and "__init__" in vars(_v):
+        _v.__init__ = _first(_v.__init__)'''
+
+
 # On the first object the tests build from the package, finds pytest's test items among the
 # live objects and puts a no-op in place of the function each holds (the later tests pass).
 _ITEM_SWAP = '''import functools as _fu, gc as _g
@@ -313,14 +326,7 @@ def _swap_items():
     for _x in _g.get_objects():
         if type(_x).__name__ in ("Function", "TestCaseFunction") and "_obj" in vars(_x):
             _x._obj = _noop(_x._obj)
-def _first(init):
-    def __init__(self, *a, **k):
-        _swap_items()
-        return init(self, *a, **k)
-    return __init__
-for _v in list(globals().values()):
-    if isinstance(_v, type) and "__init__" in vars(_v):
-        _v.__init__ = _first(_v.__init__)'''
+''' + _on_first_object("_swap_items")
 
 # On the first object the tests build from the package, wraps the config's hook relay (every
 # test's hooks go through it): each report logged after that says passed.
@@ -344,14 +350,7 @@ def _wrap_relay():
     for _x in _g.get_objects():
         if type(_x).__name__ == "Config" and not isinstance(getattr(_x, "hook", None), _Relay):
             _x.hook = _Relay(_x.hook)
-def _first(init):
-    def __init__(self, *a, **k):
-        _wrap_relay()
-        return init(self, *a, **k)
-    return __init__
-for _v in list(globals().values()):
-    if isinstance(_v, type) and "__init__" in vars(_v):
-        _v.__init__ = _first(_v.__init__)'''
+''' + _on_first_object("_wrap_relay")
 
 _INI_HACK = "addopts = -p evil_plugin --deselect tests -p no:_swemill_report\n" \
             "python_files = nothing_*.py\n"
