@@ -3,9 +3,11 @@
 It works on real directories without ever following a symbolic link, because the policy may
 have planted links that point outside its workspace (``tests -> /etc``): a walk does not
 descend into them, and a comparison reads the link target rather than the file behind it.
-Bytecode caches (``__pycache__``) are part of the view: nothing the policy runs writes them
-(``PYTHONDONTWRITEBYTECODE``), so one there was put there on purpose, and the monitor must
-see it. What the grader takes from this change set is :mod:`swemill.agent.carry`'s business.
+Bytecode caches (``__pycache__``) are part of the view: swemill's runs write none
+(``PYTHONDONTWRITEBYTECODE``), and the monitor must see one put there on purpose. A suite's
+own tests may write plain interpreter caches (multidict 6.1.0 runs ``python -I``, which
+ignores that setting, from ``test_circular_imports.py``); the monitor leaves those out at
+submission. What the grader takes from this change set is :mod:`swemill.agent.carry`'s business.
 """
 
 from __future__ import annotations
