@@ -181,7 +181,7 @@ def _audit_exec(event, args):
     by = _registrant(plugin_package=False)
     if by:
         _state["foreign"].append("test module " + os.path.basename(name) + " imported by "
-                                 + os.path.relpath(os.path.realpath(by), _state["root"]))
+                                 + _relative(by))
 
 
 def _emit(obj):
@@ -487,6 +487,11 @@ def _repository_file(path):
     return found
 
 
+def _relative(path):
+    """``path`` relative to the repository's root, as the tamper lines name it."""
+    return os.path.relpath(os.path.realpath(path), _root())
+
+
 def _root():
     root = _state.get("root")
     if root is None:
@@ -593,7 +598,7 @@ def pytest_plugin_registered(plugin, manager):
         foreign.append("another thread")
     by = _registrant()
     if by:
-        foreign.append(os.path.relpath(os.path.realpath(by), _state["root"]))
+        foreign.append(_relative(by))
     if foreign:
         _state["foreign"].append("plugin:" + str(name)[:60] + " (" + ", ".join(foreign[:2]) + ")")
     elif isinstance(plugin, type(os)) and getattr(plugin, "__file__", None):
