@@ -175,6 +175,33 @@ def test_the_grading_server_serves_pristine_code_and_compiles_what_changed(
     assert retested["test_this_module_is_served"].startswith("FAILED"), retested
 
 
+def test_a_grading_run_starts_pytest_as_python_m_pytest_does(python: str,
+                                                             tmp_path: Path) -> None:
+    """The run enters pytest through its ``__main__``, as ``python -m pytest`` does: under
+    ``PYTHONWARNINGS=error`` a fresh interpreter runs the suite, and so does the server (from
+    pytest 9.1 ``pytest.console_main``, which the server called before, warns and so failed
+    there)."""
+    (tmp_path / "test_main.py").write_text(
+        "import sys\n\n\ndef test_main():\n"
+        "    assert sys.modules['__main__'].__name__ == '__main__'\n"
+        "    assert sys.argv[0].endswith('__main__.py')\n")
+    env = {**_ENV, "PYTHONWARNINGS": "error"}
+    cold = subprocess.run([python, "-m", "pytest", *_ARGS, "-rA"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    from swemill.validate.warm import INSIDE_DIR
+
+    proc = subprocess.Popen([python, "-u", str(INSIDE_DIR / "__main__.py"), "--grade",
+                             str(tmp_path)], cwd=tmp_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and b'"ready": true' in proc.stdout.readline()
+    try:
+        warm = _grade(proc, 1, _ARGS)
+    finally:
+        proc.communicate(timeout=30)
+    assert _outcomes(cold.stdout) == {"test_main": "PASSED"}, cold.stdout[-1500:]
+    assert warm == {"test_main": "PASSED"}, warm
+
+
 def test_a_file_whose_compiling_warns_is_compiled_in_the_run(python: str,
                                                             tmp_path: Path) -> None:
     """Under ``filterwarnings = error`` a warning while compiling (an invalid escape) or

@@ -21,6 +21,7 @@ from tests.validate.inside_server import Server
 
 from swemill.suite import pytest_plugin
 from swemill.suite.runner import PLUGIN_MODULE
+from swemill.validate.inside.serve_loop import RUN_IMPORTS
 
 PLUGIN = Path(pytest_plugin.__file__)
 
@@ -121,5 +122,36 @@ def test_a_repository_that_is_a_pytest_plugin_is_not_preloaded(tmp_path: Path) -
             out = srv.run(args, 60, cold=cold)
             assert out["outcomes"] == {"test_plugin_asserts.py::test_message_is_rewritten":
                                        "passed"}, (cold, out["log_tail"])
+    finally:
+        srv.close()
+
+
+def test_modules_every_run_imports_are_warmed_up_unless_the_workspace_shadows_them(
+        tmp_path: Path) -> None:
+    """The warm-up imports the modules pytest itself imports in every run (``pdb``,
+    ``readline``, ...) once, so a fork does not; a workspace file of the same name
+    (``getpass.py`` here) is left to the run, which imports that file as a cold run does."""
+    (tmp_path / "getpass.py").write_text("WHERE = 'workspace'\n")
+    (tmp_path / "test_names.py").write_text(textwrap.dedent("""\
+        import sys
+
+        import getpass
+
+
+        def test_the_workspace_module_is_the_one_imported():
+            assert getattr(getpass, "WHERE", None) == "workspace"
+
+
+        def test_pytest_imported_pdb_before_the_tests():
+            assert "pdb" in sys.modules
+        """))
+    srv = Server(tmp_path)
+    try:
+        assert srv.ready["preloaded"] == []
+        assert set(RUN_IMPORTS) >= {"pdb", "readline", "getpass"}
+        for cold in (False, True):
+            res = srv.run([], 60, cold=cold)
+            assert res["exit_code"] == 0, res["log_tail"]
+            assert set(res["outcomes"].values()) == {"passed"} and len(res["outcomes"]) == 2
     finally:
         srv.close()

@@ -27,6 +27,7 @@ import ctypes
 import errno
 import gc
 import os
+import runpy
 import selectors
 import shutil
 import signal
@@ -127,13 +128,13 @@ def _child(request: Grade, workdir: str, out_w: int, err_w: int) -> None:
         import importlib
 
         importlib.invalidate_caches()  # the workspace was rebuilt since the server looked
-        import pytest
-
         as_pytest_argv(list(request.args))
-        run = getattr(pytest, "console_main", None)
-        code = int(run() if run is not None else pytest.main(list(request.args)))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        # what ``python -m pytest`` runs (pytest's ``__main__``, which ends in SystemExit);
+        # ``pytest.console_main`` is deprecated from pytest 9.1 and warns when called
+        runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:  # as the interpreter ends: None is 0, anything else not an int 1
+        code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
     except BaseException:
         import traceback
 
