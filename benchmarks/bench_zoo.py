@@ -20,10 +20,12 @@ projects with a valid task, median yield >= 50%, no false task. ``--naive K`` ru
 spread over the zoo and prints swemill's ratio to it.
 
     .venv/bin/python benchmarks/bench_zoo.py [--only NAME,...] [--max-tasks 6] [--budget 420]
-        [--repeat 5] [--naive 3] [--out DIR] [--json FILE]
+        [--repeat 5] [--naive 3] [--out DIR] [--json FILE] [--spec SPEC,...]
 
 Projects marked ``holdout`` were never used while tuning swemill; the summary reports them
-apart. A project that fails is a row with its one-line cause, never a crash of the benchmark.
+apart. ``--spec`` runs other sources the same way (each a holdout row): the check on projects
+nobody here has looked at. A project that fails is a row with its one-line cause, never a
+crash of the benchmark.
 """
 
 from __future__ import annotations
@@ -466,6 +468,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated names (e.g. toolz,six)")
     ap.add_argument("--holdout", action="store_true", help="only the holdout projects")
+    ap.add_argument("--spec", default="", metavar="SPEC,...",
+                    help="run these sources instead of the zoo's list (pypi:NAME==VER, a path, "
+                         "a git URL): projects nobody here has looked at, each a holdout row")
     ap.add_argument("--max-tasks", type=int, default=6)
     ap.add_argument("--budget", type=float, default=420.0, help="seconds per swemill command")
     ap.add_argument("--repeat", type=int, default=5, help="F2P runs on the broken tree")
@@ -482,6 +487,9 @@ def main() -> None:
     names = {n.strip().lower() for n in args.only.split(",") if n.strip()}
     zoo = [p for p in ZOO if (not names or p.spec[5:].split("==")[0].lower() in names)
            and (p.holdout or not args.holdout)]
+    if args.spec:
+        zoo = [Project(spec.strip(), "outside the zoo's list", holdout=True)
+               for spec in args.spec.split(",") if spec.strip()]
     base = args.out or Path(tempfile.mkdtemp(prefix="swemill-bench-zoo-"))
     base.mkdir(parents=True, exist_ok=True)
     rows = []
