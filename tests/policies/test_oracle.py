@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from swemill.agent.actions import clip, number_lines
 from swemill.core.errors import PolicyError
 from swemill.core.records import Message, TextBlock, ToolResultBlock
 from swemill.core.tools import ToolCall, tool_schemas, validate_call
@@ -72,8 +73,10 @@ def _git_diff(tmp: Path, before: dict[str, str], after: dict[str, str]) -> str:
     return str(out.stdout)
 
 
-def _execute(root: Path, call: ToolCall, numbered: bool) -> tuple[str, bool]:
-    """The tools' meaning, on a plain directory."""
+def _execute(root: Path, call: ToolCall, numbered: bool,
+             limit: int | None = None) -> tuple[str, bool]:
+    """The tools' meaning, on a plain directory; with ``limit``, ``read`` answers as swemill's
+    own does (numbered lines of the asked range, clipped to ``limit`` characters)."""
     assert validate_call(call) == [], call
     args = call.args
     path = root / args.get("path", ".")
@@ -81,6 +84,9 @@ def _execute(root: Path, call: ToolCall, numbered: bool) -> tuple[str, bool]:
         if not path.is_file():
             return f"no such file: {args['path']}", True
         text = path.read_text()
+        if limit is not None:
+            shown = number_lines(text, args.get("start_line") or 1, args.get("end_line"))
+            return clip(shown, limit), False
         if numbered:  # like `cat -n`
             text = "".join(f"{i:6d}\t{line}" for i, line in
                            enumerate(text.splitlines(keepends=True), 1))
@@ -102,7 +108,8 @@ def _execute(root: Path, call: ToolCall, numbered: bool) -> tuple[str, bool]:
     return "ok", False  # run_tests, submit
 
 
-def _rollout(policy: OraclePolicy, root: Path, numbered: bool = False) -> list[ToolCall]:
+def _rollout(policy: OraclePolicy, root: Path, numbered: bool = False,
+             limit: int | None = None) -> list[ToolCall]:
     messages = [Message(role="user", content=[TextBlock(text="Fix the bug.")])]
     calls: list[ToolCall] = []
     for _ in range(100):
@@ -112,7 +119,7 @@ def _rollout(policy: OraclePolicy, root: Path, numbered: bool = False) -> list[T
         calls.append(call)
         if call.name == "submit":
             return calls
-        content, is_error = _execute(root, call, numbered)
+        content, is_error = _execute(root, call, numbered, limit)
         assert not is_error or call.name == "read", content
         messages.append(Message(role="tool", content=[
             ToolResultBlock(call_id=call.id, content=content, is_error=is_error)]))
@@ -130,6 +137,44 @@ def test_oracle_rebuilds_the_fixed_tree(tmp_path: Path, numbered: bool) -> None:
     assert names[:2] == ["read", "read"] and names[-2:] == ["run_tests", "submit"]
     assert names.count("edit") == 3 and "write" in names
     assert len({c.id for c in calls}) == len(calls)  # every result pairs with one call
+
+
+def _long(blocks: int, *, end: str = "\n") -> str:
+    """A long module whose blocks repeat: the context of an edit in one is unique only with
+    the surrounding lines (``# block N``)."""
+    return "".join(f"# block {i}\ndef f(x):\n    if x:\n        return x + 1\n    return 0\n\n"
+                   for i in range(blocks)).rstrip("\n") + end
+
+
+@pytest.mark.parametrize("end", ["\n", ""])
+def test_a_file_whose_read_is_clipped_is_read_in_pages(tmp_path: Path, end: str) -> None:
+    """A long file's ``read`` shows its head and tail only; the oracle reads the lines left
+    out with ranged reads until it has the whole file, and so can widen an edit's context
+    until it is unique (without them the edit's text occurs 60 times and fails)."""
+    before = {"pkg/long.py": _long(60, end=end)}
+    fixed = before["pkg/long.py"].replace("# block 31\ndef f(x):\n    if x:\n        return x + 1",
+                                          "# block 31\ndef f(x):\n    if x:\n        return x + 2")
+    assert fixed != before["pkg/long.py"]
+    patch = _git_diff(tmp_path, before, {"pkg/long.py": fixed})
+    work = tmp_path / "work"
+    _write_tree(work, before)
+    calls = _rollout(OraclePolicy(patch), work, limit=2000)
+    assert _tree(work) == {"pkg/long.py": fixed}
+    pages = [c for c in calls if c.name == "read" and "start_line" in c.args]
+    assert pages and all(c.args["end_line"] >= c.args["start_line"] for c in pages)
+    assert len({c.id for c in calls}) == len(calls)
+
+
+def test_paging_stops_at_a_line_longer_than_the_output(tmp_path: Path) -> None:
+    """A line that no page can show whole (minified code) ends the paging: the oracle goes
+    on with what it has (the hunk's own text) instead of asking forever."""
+    text = "a = 1\n" * 200 + "b = '" + "x" * 5000 + "'\n" + "c = 1\n" * 200 + "d = 2\n"
+    patch = _git_diff(tmp_path, {"m.py": text}, {"m.py": text.replace("d = 2", "d = 3")})
+    work = tmp_path / "work"
+    _write_tree(work, {"m.py": text})
+    calls = _rollout(OraclePolicy(patch), work, limit=1500)
+    assert _tree(work) == {"m.py": text.replace("d = 2", "d = 3")}
+    assert len(calls) < 40
 
 
 def test_oracle_without_read_results_falls_back_to_hunk_text(tmp_path: Path) -> None:

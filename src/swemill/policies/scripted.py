@@ -3,9 +3,10 @@
 - :class:`ScriptedPolicy` plays a fixed list of actions (``scripted:NAME`` picks a built-in
   list, ``scripted:@FILE.json`` loads one).
 - :class:`OraclePolicy` applies a task's golden fix through ordinary tool calls: it ``read``s
-  every file it must change, then ``edit``s / ``write``s / removes them, runs the tests and
-  submits. It receives the golden patch when it is built, in the process that runs it; nothing
-  golden is ever placed where a sandboxed policy could read it.
+  every file it must change (a long file's clipped output page by page, with ranged reads),
+  then ``edit``s / ``write``s / removes them, runs the tests and submits. It receives the
+  golden patch when it is built, in the process that runs it; nothing golden is ever placed
+  where a sandboxed policy could read it.
 - :class:`NoisyOraclePolicy` does the same but, with probability P (decided once per seed),
   applies a plausible wrong fix: a hunk left out, or a hunk off by a line.
 
@@ -93,6 +94,65 @@ def strip_line_numbers(text: str) -> str:
     return "\n".join(out) + ("\n" if len(body) < len(lines) else "")
 
 
+_CLIP = re.compile(r"\n\[\.\.\. \d+ characters left out \.\.\.\]\n")
+"""The marker :func:`swemill.agent.actions.clip` puts between a long output's head and tail."""
+_CAT_N = re.compile(r"^ *(\d+)\t")
+_MAX_PAGES = 200
+
+
+class _Pages:
+    """A file's lines as ``read`` results show them (``cat -n`` numbering): a whole read that
+    was clipped gives its head and tail (the line cut at either side of the marker is not
+    taken), ranged reads the rest."""
+
+    def __init__(self) -> None:
+        self.lines: dict[int, str] = {}
+        self.last: int | None = None
+        """The file's last line number (from a whole read's tail), once known."""
+        self.trailing = False
+        self.head_lines = 0
+
+    def add(self, content: str, *, whole: bool) -> bool:
+        """Take one result's complete lines; False when a whole read was not clipped (it is
+        the file by itself) or the output is not numbered as ``read`` numbers it."""
+        parts = _CLIP.split(content, maxsplit=1)
+        if whole and len(parts) == 1:
+            return False
+        segments = [parts[0].split("\n")[:-1]] if len(parts) == 2 else [content.split("\n")]
+        if len(parts) == 2:
+            segments.append(parts[1].split("\n")[1:])
+        found: list[dict[int, str]] = []
+        for segment in segments:
+            numbered: dict[int, str] = {}
+            for line in segment:
+                m = _CAT_N.match(line)
+                if m:
+                    numbered[int(m.group(1))] = line[m.end():]
+                elif line:
+                    return False
+            found.append(numbered)
+        if whole:
+            self.head_lines = len(found[0])
+            if not found[-1]:
+                return False
+            self.last = max(found[-1])
+            self.trailing = content.endswith("\n")
+        for numbered in found:
+            self.lines.update(numbered)
+        return True
+
+    def first_missing(self) -> int | None:
+        if self.last is None:
+            return None
+        return next((n for n in range(1, self.last + 1) if n not in self.lines), None)
+
+    def text(self) -> str | None:
+        if self.last is None or self.first_missing() is not None:
+            return None
+        body = "\n".join(self.lines[n] for n in range(1, self.last + 1))
+        return body + ("\n" if self.trailing else "")
+
+
 def _results_by_id(messages: list[Message]) -> dict[str, ToolResultBlock]:
     return {b.call_id: b for m in messages for b in m.content if isinstance(b, ToolResultBlock)}
 
@@ -117,17 +177,57 @@ class OraclePolicy(_Synthetic):
 
     def _content(self, path: str, reads: list[ToolCall],
                  results: dict[str, ToolResultBlock]) -> str | None:
+        pages = _Pages()
         for call in reads:
             result = results.get(call.id)
-            if call.args["path"] == path and result is not None and not result.is_error:
-                return strip_line_numbers(result.content)
-        return None
+            if call.args["path"] != path or result is None or result.is_error:
+                continue
+            if not pages.add(result.content, whole="start_line" not in call.args):
+                return strip_line_numbers(result.content)  # not clipped, or not paged
+        return pages.text()
+
+    def _pages(self, reads: list[ToolCall],
+               results: dict[str, ToolResultBlock]) -> list[ToolCall]:
+        """Ranged reads of what the first reads left out (a long file's output is clipped to
+        its head and tail): one page at a time, each of as many lines as the first read's
+        head showed, until every line was seen; a file whose pages stop adding lines (a
+        single line longer than the output limit) is left as it is."""
+        out: list[ToolCall] = []
+        for first in reads:
+            path = first.args["path"]
+            result = results.get(first.id)
+            if result is None or result.is_error:
+                continue
+            pages = _Pages()
+            if not pages.add(result.content, whole=True):
+                continue
+            size = max(1, pages.head_lines)
+            for n in range(_MAX_PAGES):
+                start = pages.first_missing()
+                if start is None:
+                    break
+                end = min(pages.last or start, start + size - 1)
+                call = ToolCall("read", {"path": path, "start_line": start, "end_line": end},
+                                id=f"oracle_page_{first.id.rsplit('_', 1)[-1]}_{n}")
+                out.append(call)
+                page = results.get(call.id)
+                if page is None:
+                    return out  # its result comes next turn
+                seen = len(pages.lines)
+                if page.is_error or not pages.add(page.content, whole=False) or (
+                        len(pages.lines) == seen):
+                    break
+        return out
 
     def plan(self, messages: list[Message]) -> list[ToolCall]:
         """All actions, given the read results found in ``messages`` so far."""
-        reads = self._reads()
         results = _results_by_id(messages)
-        actions = list(reads)
+        reads = self._reads()
+        pages = self._pages(reads, results)
+        actions = [*reads, *pages]
+        if pages and pages[-1].id not in results:
+            return actions  # the rest depends on that page
+        reads += pages
         for change in self.changes:
             source = change.source if change.kind == "rename" else change.path
             content = self._content(source or change.path, reads, results)
