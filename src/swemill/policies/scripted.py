@@ -182,8 +182,11 @@ class OraclePolicy(_Synthetic):
             result = results.get(call.id)
             if call.args["path"] != path or result is None or result.is_error:
                 continue
-            if not pages.add(result.content, whole="start_line" not in call.args):
-                return strip_line_numbers(result.content)  # not clipped, or not paged
+            whole = "start_line" not in call.args
+            if not pages.add(result.content, whole=whole):
+                # a whole read that was not clipped is the file; a page that cannot be read
+                # leaves the file unknown
+                return strip_line_numbers(result.content) if whole else None
         return pages.text()
 
     def _pages(self, reads: list[ToolCall],
