@@ -175,27 +175,25 @@ class OraclePolicy(_Synthetic):
         return [ToolCall("read", {"path": p}, id=f"oracle_read_{i}")
                 for i, p in enumerate(dict.fromkeys(paths))]
 
-    def _content(self, path: str, reads: list[ToolCall],
-                 results: dict[str, ToolResultBlock]) -> str | None:
-        pages = _Pages()
+    def _content(self, path: str, reads: list[ToolCall], results: dict[str, ToolResultBlock],
+                 paged: dict[str, _Pages]) -> str | None:
+        if path in paged:  # its first read was clipped: whole once every page was read
+            return paged[path].text()
         for call in reads:
             result = results.get(call.id)
-            if call.args["path"] != path or result is None or result.is_error:
-                continue
-            whole = "start_line" not in call.args
-            if not pages.add(result.content, whole=whole):
-                # a whole read that was not clipped is the file; a page that cannot be read
-                # leaves the file unknown
-                return strip_line_numbers(result.content) if whole else None
-        return pages.text()
+            if call.args["path"] == path and result is not None and not result.is_error:
+                return strip_line_numbers(result.content)
+        return None
 
-    def _pages(self, reads: list[ToolCall],
-               results: dict[str, ToolResultBlock]) -> list[ToolCall]:
+    def _pages(self, reads: list[ToolCall], results: dict[str, ToolResultBlock],
+               ) -> tuple[list[ToolCall], dict[str, _Pages]]:
         """Ranged reads of what the first reads left out (a long file's output is clipped to
         its head and tail): one page at a time, each of as many lines as the first read's
         head showed, until every line was seen; a file whose pages stop adding lines (a
-        single line longer than the output limit) is left as it is."""
+        single line longer than the output limit, a page not numbered) is left incomplete.
+        With them, each clipped file's lines as read so far."""
         out: list[ToolCall] = []
+        paged: dict[str, _Pages] = {}
         for first in reads:
             path = first.args["path"]
             result = results.get(first.id)
@@ -204,6 +202,7 @@ class OraclePolicy(_Synthetic):
             pages = _Pages()
             if not pages.add(result.content, whole=True):
                 continue
+            paged[path] = pages
             size = max(1, pages.head_lines)
             for n in range(_MAX_PAGES):
                 start = pages.first_missing()
@@ -215,25 +214,24 @@ class OraclePolicy(_Synthetic):
                 out.append(call)
                 page = results.get(call.id)
                 if page is None:
-                    return out  # its result comes next turn
+                    return out, paged  # its result comes next turn
                 seen = len(pages.lines)
                 if page.is_error or not pages.add(page.content, whole=False) or (
                         len(pages.lines) == seen):
                     break
-        return out
+        return out, paged
 
     def plan(self, messages: list[Message]) -> list[ToolCall]:
         """All actions, given the read results found in ``messages`` so far."""
         results = _results_by_id(messages)
         reads = self._reads()
-        pages = self._pages(reads, results)
+        pages, paged = self._pages(reads, results)
         actions = [*reads, *pages]
         if pages and pages[-1].id not in results:
             return actions  # the rest depends on that page
-        reads += pages
         for change in self.changes:
             source = change.source if change.kind == "rename" else change.path
-            content = self._content(source or change.path, reads, results)
+            content = self._content(source or change.path, reads, results, paged)
             actions += file_calls(change, content)
         if self.run_tests:
             actions.append(ToolCall("run_tests", {}))
