@@ -141,12 +141,13 @@ _ENV = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
 _ARGS = ["-p", "no:cacheprovider", "-q", "--tb=line", "-o", "addopts="]
 
 
-def _grading_server(python: str, root: Path) -> subprocess.Popen[bytes]:
+def _grading_server(python: str, root: Path,
+                    env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     from swemill.validate.warm import INSIDE_DIR
 
     proc = subprocess.Popen([python, "-u", str(INSIDE_DIR / "__main__.py"), "--grade",
                              str(root)], cwd=root, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=_ENV)
+                            stdout=subprocess.PIPE, env=env or _ENV)
     assert proc.stdout is not None and b'"ready": true' in proc.stdout.readline()
     return proc
 
@@ -188,12 +189,7 @@ def test_a_grading_run_starts_pytest_as_python_m_pytest_does(python: str,
     env = {**_ENV, "PYTHONWARNINGS": "error"}
     cold = subprocess.run([python, "-m", "pytest", *_ARGS, "-rA"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
-    from swemill.validate.warm import INSIDE_DIR
-
-    proc = subprocess.Popen([python, "-u", str(INSIDE_DIR / "__main__.py"), "--grade",
-                             str(tmp_path)], cwd=tmp_path, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=env)
-    assert proc.stdout is not None and b'"ready": true' in proc.stdout.readline()
+    proc = _grading_server(python, tmp_path, env)
     try:
         warm = _grade(proc, 1, _ARGS)
     finally:
