@@ -155,3 +155,35 @@ def test_modules_every_run_imports_are_warmed_up_unless_the_workspace_shadows_th
             assert set(res["outcomes"].values()) == {"passed"} and len(res["outcomes"]) == 2
     finally:
         srv.close()
+
+
+def test_a_workspace_module_that_a_warmed_up_module_imports_is_left_to_the_run(
+        tmp_path: Path) -> None:
+    """``pdb`` (warmed up) imports ``code``; a workspace ``code.py`` shadows it in a cold run
+    (the working directory comes first on ``sys.path``). The warm-up never runs that file and
+    leaves ``pdb`` to the run, so the server preloads no workspace file (one would send every
+    grading of the task cold) and each run imports the workspace ``code.py`` as a cold run
+    does."""
+    (tmp_path / "code.py").write_text("WHERE = 'workspace'\nimport os\n"
+                                      "open(os.environ['RAN_AT'], 'a').write('ran\\n')\n")
+    (tmp_path / "test_code.py").write_text(textwrap.dedent("""\
+        import sys
+
+
+        def test_pdb_came_with_the_workspace_code_module():
+            assert "pdb" in sys.modules
+            assert getattr(sys.modules["code"], "WHERE", None) == "workspace"
+        """))
+    ran_at = tmp_path / "ran.txt"
+    srv = Server(tmp_path, env={"RAN_AT": str(ran_at)})
+    try:
+        assert srv.ready["preloaded"] == []
+        assert not ran_at.exists()  # the warm-up never ran it
+        for cold in (False, True):
+            res = srv.run([], 60, cold=cold)
+            assert res["exit_code"] == 0, res["log_tail"]
+            assert res["outcomes"] == {
+                "test_code.py::test_pdb_came_with_the_workspace_code_module": "passed"}
+        assert ran_at.read_text() == "ran\n" * 2  # once in each run
+    finally:
+        srv.close()

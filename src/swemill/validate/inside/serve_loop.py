@@ -137,16 +137,15 @@ debugging plugin's ``pytest_configure``), ``tomllib`` or ``tomli`` (reading ``py
 ``getpass`` (``tmp_path``'s user name), ``faulthandler``, ``encodings.unicode_escape``
 (parametrized ids), ``_pytest._argcomplete`` (the argument parser) and ``doctest`` (swemill's
 reporter in a grading run). Standard library or pytest's own: they read nothing of the
-workspace. One that a workspace file shadows is skipped (the run imports that file, as a cold
-one does); a module one of them imports from the workspace is in :func:`_preloaded_files`,
-like any other the warm-up imported. About 10 ms of a grading run of the sample's 104 tests
-(~130 ms)."""
+workspace, unless a workspace file shadows one of them or a module one of them imports
+(``getpass.py``, or ``code.py`` for ``pdb``): :func:`_import_outside` then leaves that import
+to the run, which imports the workspace file as a cold one does. About 10 ms of a grading run
+of the sample's 104 tests (~130 ms)."""
 
 
 def _warm_up(codes: CodeCache, reports: ReportCache, flags: Flags,
              workdir: str | None = None) -> float:
     start = time.monotonic()
-    import importlib
     import importlib.metadata as md
 
     import pytest  # noqa: F401
@@ -159,8 +158,7 @@ def _warm_up(codes: CodeCache, reports: ReportCache, flags: Flags,
         from _pytest.config import builtin_plugins, default_plugins
 
         for name in sorted(set(default_plugins) | set(builtin_plugins)):
-            with contextlib.suppress(Exception):
-                importlib.import_module(name if "." in name else f"_pytest.{name}")
+            _import_outside(name if "." in name else f"_pytest.{name}", workdir)
 
     for ep in md.entry_points(group="pytest11"):
         if workdir is not None and _in_workspace(ep.value, workdir):
@@ -168,10 +166,7 @@ def _warm_up(codes: CodeCache, reports: ReportCache, flags: Flags,
         with contextlib.suppress(Exception):  # a broken plugin is the child's problem
             ep.load()
     for name in RUN_IMPORTS:
-        if workdir is not None and _in_workspace(name, workdir):
-            continue  # a workspace file of that name: the run imports it, as a cold run would
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
+        _import_outside(name, workdir)
     for name in os.environ.get("SWEMILL_WARM_PREIMPORT", "").split(","):
         if name:
             with contextlib.suppress(Exception):
@@ -182,6 +177,63 @@ def _warm_up(codes: CodeCache, reports: ReportCache, flags: Flags,
     gc.collect()
     gc.freeze()
     return time.monotonic() - start
+
+
+class _WorkspaceFile(ImportError):
+    """A warm-up import reached a file of the workspace (see :func:`_import_outside`)."""
+
+
+class _RefuseWorkspace:
+    """A meta path finder, placed just before the path finder, that refuses every module the
+    path finder would load from the workspace (its file or package folder inside it)."""
+
+    def __init__(self, workdir: str) -> None:
+        self.workdir, self.refused = workdir, False
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)  # type: ignore[arg-type]
+        places = [] if spec is None else [spec.origin, *(spec.submodule_search_locations or [])]
+        if any(isinstance(p, str) and is_inside(p, self.workdir) for p in places):
+            self.refused = True
+            raise _WorkspaceFile(f"{name} is a workspace file")
+        return None  # the path finder itself finds it
+
+
+def _import_outside(name: str, workdir: str | None) -> None:
+    """Import ``name`` (standard library or pytest's own) for the forks to inherit, unless
+    that would run a file of the workspace (a workspace module shadowing it or one it imports:
+    ``code.py`` for ``pdb``): that file is refused, never run here, and every module this
+    import added is forgotten again, so each run imports them, the workspace file with them,
+    as a cold run does. A fork would never see the policy's version of a workspace module the
+    server imported (such a server is refused, :func:`_preloaded_files`): one shadowing file
+    would have sent a task's every grading to the cold path."""
+    import importlib
+    import importlib.machinery
+
+    if workdir is None:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+        return
+    before = set(sys.modules)
+    guard = _RefuseWorkspace(workdir)
+    finders = sys.meta_path
+    at = next((i for i, f in enumerate(finders) if f is importlib.machinery.PathFinder),
+              len(finders))
+    finders.insert(at, guard)  # type: ignore[arg-type]
+    try:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+    finally:
+        finders.remove(guard)  # type: ignore[arg-type]
+    if not guard.refused:
+        return
+    for added in [m for m in sys.modules if m not in before]:
+        module = sys.modules.pop(added)
+        parent, _, child = added.rpartition(".")
+        if parent in before and getattr(sys.modules.get(parent), child, None) is module:
+            delattr(sys.modules[parent], child)
 
 
 def _in_workspace(value: str, workdir: str) -> bool:
