@@ -126,6 +126,45 @@ def test_a_repository_that_is_a_pytest_plugin_is_not_preloaded(tmp_path: Path) -
         srv.close()
 
 
+def test_an_installed_plugin_that_imports_the_repository_is_left_to_the_run(
+        tmp_path: Path) -> None:
+    """An installed plugin (outside the workspace) that imports the repository's package at
+    import (attrs 24.2.0: ``pytest-mypy-plugins`` imports ``attrs``) used to be loaded by the
+    warm-up with the workspace module: ``preloaded``, so a grading server was refused and a
+    validation tree editing that module ran cold. The warm-up leaves that plugin to the runs,
+    and a fork sees the module as it is on disk when it runs."""
+    work, site = tmp_path / "work", tmp_path / "site"
+    work.mkdir()
+    (work / "calc.py").write_text("VALUE = 1\n")
+    (work / "test_calc.py").write_text(textwrap.dedent("""\
+        import sys
+
+        import calc
+
+
+        def test_value():
+            assert "extplugin" in sys.modules
+            assert calc.VALUE == 2
+        """))
+    site.mkdir()
+    (site / "extplugin.py").write_text("import calc\n\nSEEN = calc.VALUE\n")
+    meta = site / "extplugin-0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: extplugin\nVersion: 0\n")
+    (meta / "entry_points.txt").write_text("[pytest11]\nextplugin = extplugin\n")
+    shutil.copy(PLUGIN, work / f"{PLUGIN_MODULE}.py")
+    srv = Server(work, env={"PYTHONPATH": f"{work}:{site}"})
+    try:
+        assert srv.ready["preloaded"] == []
+        (work / "calc.py").write_text("VALUE = 2\n")  # the policy's (or a candidate's) edit
+        for cold in (False, True):
+            out = srv.run([], 60, cold=cold)
+            assert out["outcomes"] == {"test_calc.py::test_value": "passed"}, \
+                (cold, out["log_tail"])
+    finally:
+        srv.close()
+
+
 def test_modules_every_run_imports_are_warmed_up_unless_the_workspace_shadows_them(
         tmp_path: Path) -> None:
     """The warm-up imports the modules pytest itself imports in every run (``pdb``,

@@ -6,9 +6,10 @@ caches its flags allow, writes :class:`.Ready` and then serves: :class:`.Run` in
 itself (:mod:`.forkrun`), :class:`.StartImage` and :class:`.RunInImage` through its head
 image or its tree image (:mod:`.image`, one of each at a time), until :class:`.Exit` or the
 end of its input. The project is never
-imported in this process, so every fork sees the workspace as it is on disk at that moment --
-except the workspace files the server did import before forking (``preloaded``: the project
-is a dependency of pytest or a plugin), which only a cold run sees.
+imported in this process, so every fork sees the workspace as it is on disk at that moment:
+an import of the warm-up that would run a workspace file is refused and left to the runs
+(:func:`_import_outside`). Workspace files imported all the same (``preloaded``: pytest itself
+imported one, or ``SWEMILL_WARM_PREIMPORT`` named one) are seen only by a cold run.
 """
 
 from __future__ import annotations
@@ -160,11 +161,8 @@ def _warm_up(codes: CodeCache, reports: ReportCache, flags: Flags,
         for name in sorted(set(default_plugins) | set(builtin_plugins)):
             _import_outside(name if "." in name else f"_pytest.{name}", workdir)
 
-    for ep in md.entry_points(group="pytest11"):
-        if workdir is not None and _in_workspace(ep.value, workdir):
-            continue
-        with contextlib.suppress(Exception):  # a broken plugin is the child's problem
-            ep.load()
+    for ep in md.entry_points(group="pytest11"):  # a broken plugin is the child's problem
+        _import_outside(ep.value.split(":")[0].strip(), workdir)
     for name in RUN_IMPORTS:
         _import_outside(name, workdir)
     for name in os.environ.get("SWEMILL_WARM_PREIMPORT", "").split(","):
@@ -202,13 +200,21 @@ class _RefuseWorkspace:
 
 
 def _import_outside(name: str, workdir: str | None) -> None:
-    """Import ``name`` (standard library or pytest's own) for the forks to inherit, unless
-    that would run a file of the workspace (a workspace module shadowing it or one it imports:
-    ``code.py`` for ``pdb``): that file is refused, never run here, and every module this
-    import added is forgotten again, so each run imports them, the workspace file with them,
-    as a cold run does. A fork would never see the policy's version of a workspace module the
-    server imported (such a server is refused, :func:`_preloaded_files`): one shadowing file
-    would have sent a task's every grading to the cold path."""
+    """Import ``name`` (pytest's own, an installed plugin's, the standard library's) for the
+    forks to inherit, unless that would run a file of the workspace: that file is refused,
+    never run here, and every module this import added is forgotten again, so each run imports
+    them, the workspace file with them, as a cold run does.
+
+    A fork never sees the policy's version of a workspace module the server imported: a
+    grading server that had one is refused (all its task's gradings went cold), and a
+    validation run of a tree that edits one runs cold (:func:`_preloaded_files`). Cases seen:
+    a workspace module shadowing one of :data:`RUN_IMPORTS` or one they import (``code.py``
+    for ``pdb``); an installed plugin that imports the project (attrs 24.2.0: its test extra's
+    ``pytest-mypy-plugins`` imports ``attrs``, a plugin every run blocks); the project's own
+    plugin (pytest-mock 3.14.0), which must be imported by the run in any case: pytest
+    assertion-rewrites a ``pytest11`` plugin's modules, and one imported before pytest stays
+    unrewritten in every fork (its introspection tests failed in every warm run and passed
+    cold, and 19 of 33 candidates were dropped as not_solvable)."""
     import importlib
     import importlib.machinery
 
@@ -234,25 +240,6 @@ def _import_outside(name: str, workdir: str | None) -> None:
         parent, _, child = added.rpartition(".")
         if parent in before and getattr(sys.modules.get(parent), child, None) is module:
             delattr(sys.modules[parent], child)
-
-
-def _in_workspace(value: str, workdir: str) -> bool:
-    """Whether an entry point's module is the repository's own code (a project that is a
-    pytest plugin). Such a plugin is left for each run to import: pytest assertion-rewrites a
-    ``pytest11`` plugin's modules, and one imported before pytest stays unrewritten in every
-    fork, which changes what its own tests see (pytest-mock 3.14.0: its introspection tests
-    failed in every warm run and passed cold, and 19 of 33 candidates were dropped as
-    not_solvable)."""
-    import importlib.util
-
-    top = value.split(":")[0].strip().split(".")[0]
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        return False
-    places = [getattr(spec, "origin", None), *(getattr(spec, "submodule_search_locations",
-                                                        None) or [])]
-    return any(isinstance(p, str) and is_inside(p, workdir) for p in places)
 
 
 def _quiet_preloaded(names: set[str]) -> None:
