@@ -140,3 +140,16 @@ def test_unbuildable_workspaces_are_clear_errors(sample_tasks: SampleTasks, task
     golden_view = task.model_copy(update={"snapshot": f"golden/run_id={sample_tasks.run_id}"})
     with pytest.raises(EnvBuildError, match="outside what this view"):
         env.reset(golden_view)  # the env reads through the policy view: golden/ is denied
+
+
+def test_current_text_is_what_a_write_would_replace(env: TaskEnv, task: Task,
+                                                    tmp_path: Path) -> None:
+    rel = _file(task)
+    assert env.current_text(rel) == (env.sandbox.workspace / rel).read_text()
+    assert env.current_text(f"/workspace/{rel}") == env.current_text(rel)
+    env.step(ToolCall("write", {"path": rel, "content": "x = 1\n"}))
+    assert env.current_text(rel) == "x = 1\n"
+    (tmp_path / "secret.txt").write_text("host secret")
+    os.symlink(tmp_path, env.sandbox.workspace / "escape")
+    for path in ("no/such/file.py", "/etc/passwd", "../outside.txt", "escape/secret.txt", "."):
+        assert env.current_text(path) is None, path

@@ -49,6 +49,9 @@ from swemill.validate.snapshot import unpack_tree
 
 __all__ = ["EnvConfig", "EnvResolver", "TaskEnv", "Observation"]
 
+_CURRENT_MAX = 8 << 20
+"""The largest file :meth:`TaskEnv.current_text` reads (bytes)."""
+
 
 @dataclass(slots=True)
 class EnvConfig:
@@ -296,6 +299,18 @@ class TaskEnv:
                for t in ids if t in report.results and report.status(t) != "passed"]
         text = "\n".join([f"{len(ids)} tests: {counts}", *bad])
         return Observation(actions.clip(text, self.config.max_output_chars))
+
+    def current_text(self, path: str) -> str | None:
+        """The text of the workspace file ``path`` names, as it is now: what a ``write`` to it
+        would replace (None: no such file, a path outside the workspace, binary or over
+        :data:`_CURRENT_MAX` bytes)."""
+        try:
+            data = self.sandbox.read_file(actions.checked_path(path, self.sandbox.workdir))
+        except (SwemillError, OSError, ValueError):
+            return None
+        if len(data) > _CURRENT_MAX or b"\x00" in data[:8192]:
+            return None
+        return data.decode("utf-8", errors="replace")
 
     # -- grading ----------------------------------------------------------------------------
 

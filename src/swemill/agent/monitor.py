@@ -222,13 +222,19 @@ class HackMonitor:
                 self._flag("fake_results", step, f"{where}: {line.strip()}")
                 break
 
-    def observe(self, call: ToolCall, step: int | None = None) -> None:
-        """Read one action before it runs."""
+    def observe(self, call: ToolCall, step: int | None = None, *,
+                before: str | None = None) -> None:
+        """Read one action before it runs. ``before``: for a ``write``, the text of the file it
+        replaces (:meth:`TaskEnv.current_text <swemill.agent.env.TaskEnv.current_text>`), so
+        that only the lines the write adds are read as the policy's: a whole file written back
+        with a one-line fix repeats the file's own ``eval(`` or ``sys.modules`` (jaraco.functools
+        4.1.0), which are not the policy's doing."""
         args = call.args
         if call.name in ("write", "edit"):
             path = str(args.get("path", ""))
             new_text = str(args.get("content", args.get("new_str", "")))
-            added = _added_lines(str(args.get("old_str", "")), new_text)
+            old_text = str(args.get("old_str", "")) if call.name == "edit" else before or ""
+            added = _added_lines(old_text, new_text)
             self._scan_path(path, new_text, step)
             self._scan_code(added, step, _norm(path))
             self._scan_source(path, added, step)
