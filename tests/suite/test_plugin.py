@@ -6,6 +6,7 @@ must not read as a pass; a selection must run exactly the named tests.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from swemill.suite import pytest_plugin
+from swemill.suite.runner import PLUGIN_MODULE
 from swemill.suite.verdict import parse_report
 
 pytestmark = pytest.mark.slow  # two real pytest subprocesses
@@ -174,18 +177,72 @@ def test_messages_are_the_same_in_every_traceback_style(tmp_path: Path) -> None:
     assert want["test_deep.py::test_fixture"][0] == "error"
 
 
-def _guarded_run(tmp_path: Path, guard: bool,
-                 args: tuple[str, ...] = ("test_mod.py",)) -> tuple[str, int, str]:
+OLDEST_PYTEST = "6.2"
+"""The oldest pytest the reporter runs on (its docstring); repositories pin it (funcy 2.0,
+hyperframe 6.0.1: ``pytest<7``)."""
+
+
+@pytest.fixture(scope="module", params=["newest", OLDEST_PYTEST])
+def python(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """This environment's interpreter (the newest pytest), or one of a uv venv holding only
+    the oldest pytest the reporter claims (no swemill: the reporter is loaded from a copy, as
+    in a repository's environment)."""
+    if request.param == "newest":
+        return sys.executable
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed")
+    venv = tmp_path_factory.mktemp("oldest-pytest") / "venv"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
+                    f"pytest=={request.param}.*"], check=True)
+    return str(venv / "bin" / "python")
+
+
+def _guarded_run(tmp_path: Path, guard: bool, args: tuple[str, ...] = ("test_mod.py",),
+                 python: str = sys.executable) -> tuple[str, int, str]:
     env = {"SWEMILL_REPORT": str(tmp_path / "report.jsonl"), "SWEMILL_NONCE": "abc",
            "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
            **({"SWEMILL_GUARD": "1"} if guard else {})}
     (tmp_path / "report.jsonl").unlink(missing_ok=True)
+    plugin = "swemill.suite.pytest_plugin"
+    if python != sys.executable:  # no swemill there: the reporter as it is copied into envs
+        plugin = PLUGIN_MODULE
+        shutil.copy(pytest_plugin.__file__, tmp_path / f"{PLUGIN_MODULE}.py")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "swemill.suite.pytest_plugin", "-p",
+        [python, "-m", "pytest", "-p", plugin, "-p",
          "no:cacheprovider", "-o", "addopts=", f"--rootdir={tmp_path}", "-q", *args],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     return (tmp_path / "report.jsonl").read_text(), proc.returncode, proc.stdout
+
+
+def _pytest_version(python: str) -> str:
+    return subprocess.run([python, "-c", "import pytest; print(pytest.__version__)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_guarded_run_of_an_honest_test_package_is_trusted(tmp_path: Path,
+                                                             python: str) -> None:
+    """Test modules in a package (``tests/__init__.py``), loaded by pytest's rewriting hook:
+    no tampering, on the newest pytest and the oldest. On pytest 6 the reporter found no
+    rewriting hook (pytest 6 keeps it in the config's ``_store``, not its ``stash``), took every
+    test module for one loaded by another hook, and every grading run of funcy 2.0, hyperframe
+    6.0.1 and pyrsistent 0.20.0 (pytest<7) was untrustworthy: no correct fix earned reward."""
+    if python != sys.executable:
+        assert _pytest_version(python).startswith(OLDEST_PYTEST + ".")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_mod.py").write_text(
+        "import pkg\n\ndef test_fail():\n    assert pkg.VALUE == 2\n\n"
+        "def test_pass():\n    assert pkg.VALUE == 1\n")
+    text, code, stdout = _guarded_run(tmp_path, guard=True, args=("tests",), python=python)
+    r = parse_report(text, code, nonce="abc", sealed=stdout)
+    assert r.trustworthy, r.problem
+    assert r.status("tests/test_mod.py::test_fail") == "failed"
+    assert r.status("tests/test_mod.py::test_pass") == "passed"
 
 
 def _forge_rewrite_cache(src: Path) -> None:
@@ -222,7 +279,7 @@ def test_a_guarded_run_never_reads_a_cached_rewrite(tmp_path: Path) -> None:
     assert r.status("test_mod.py::test_fail") == "failed"
 
 
-def test_a_guarded_run_reports_a_replaced_report_class(tmp_path: Path) -> None:
+def test_a_guarded_run_reports_a_replaced_report_class(tmp_path: Path, python: str) -> None:
     (tmp_path / "conftest.py").write_text(textwrap.dedent('''
         import _pytest.reports as r
         make = r.TestReport.from_item_and_call.__func__
@@ -233,7 +290,7 @@ def test_a_guarded_run_reports_a_replaced_report_class(tmp_path: Path) -> None:
         r.TestReport.from_item_and_call = classmethod(always)
     '''))
     (tmp_path / "test_mod.py").write_text("def test_fail():\n    assert 1 == 2\n")
-    text, code, stdout = _guarded_run(tmp_path, guard=True)
+    text, code, stdout = _guarded_run(tmp_path, guard=True, python=python)
     r = parse_report(text, code, nonce="abc", sealed=stdout)
     assert code == 0 and not r.trustworthy  # it did make the run pass
     assert "TestReport.from_item_and_call" in r.problem
@@ -387,12 +444,14 @@ unittest.TestCase.assertEqual = lambda self, *a, **k: None
 
 
 @pytest.mark.parametrize("kind", sorted(PACKAGE_HACKS))
-def test_a_guarded_run_reports_a_package_that_reaches_the_hooks(tmp_path: Path,
-                                                                kind: str) -> None:
+def test_a_guarded_run_reports_a_package_that_reaches_the_hooks(tmp_path: Path, kind: str,
+                                                                python: str) -> None:
     """Each of these makes a failing test pass from the package's own code, imported by the
     suite's conftest and called by the test before; a guarded run says the report cannot be
     trusted, and names what was done."""
     code_text, expected, *body = PACKAGE_HACKS[kind]
+    if python != sys.executable:  # the reporter there is the copy an environment holds
+        code_text = code_text.replace("swemill.suite.pytest_plugin", PLUGIN_MODULE)
     fail = body[0] if body else "assert 1 == 2"
     (tmp_path / "pkg").mkdir()
     if "def touch" not in code_text:
@@ -401,16 +460,20 @@ def test_a_guarded_run_reports_a_package_that_reaches_the_hooks(tmp_path: Path,
     (tmp_path / "conftest.py").write_text("import pkg\n")  # as the bundled sample's does
     (tmp_path / "test_mod.py").write_text("import pkg\n\ndef test_first():\n    pkg.touch()\n"
                                           f"\n\ndef test_fail():\n    {fail}\n")
-    text, code, _ = _guarded_run(tmp_path, guard=False)
+    text, code, _ = _guarded_run(tmp_path, guard=False, python=python)
     plain = parse_report(text, code, nonce="abc")
+    if python != sys.executable and not (code == 0 and plain.status("test_mod.py::test_fail")
+                                         == "passed"):
+        pytest.skip(f"{kind} does not make the test pass on pytest {OLDEST_PYTEST}")
     assert code == 0 and plain.status("test_mod.py::test_fail") == "passed"  # the hack works
-    text, code, stdout = _guarded_run(tmp_path, guard=True)
+    text, code, stdout = _guarded_run(tmp_path, guard=True, python=python)
     r = parse_report(text, code, nonce="abc", sealed=stdout)
     assert not r.trustworthy
     assert expected in r.problem, r.problem
 
 
-def test_a_guarded_run_lets_a_suite_register_its_own_plugins(tmp_path: Path) -> None:
+def test_a_guarded_run_lets_a_suite_register_its_own_plugins(tmp_path: Path,
+                                                             python: str) -> None:
     """What real suites do: a conftest registers a plugin object, names plugin modules in
     ``pytest_plugins``, and the package ships a pytest plugin that registers an object of
     its own (pytest-xdist's shape). None of it is tampering; the failing test still fails."""
@@ -442,7 +505,7 @@ def test_a_guarded_run_lets_a_suite_register_its_own_plugins(tmp_path: Path) -> 
     (tmp_path / "test_mod.py").write_text(
         "import pkg\n\ndef test_fail(one):\n    assert pkg.VALUE + one == 3\n\n"
         "def test_pass(one):\n    assert pkg.VALUE == one\n")
-    text, code, stdout = _guarded_run(tmp_path, guard=True)
+    text, code, stdout = _guarded_run(tmp_path, guard=True, python=python)
     r = parse_report(text, code, nonce="abc", sealed=stdout)
     assert r.trustworthy, r.problem
     assert r.status("test_mod.py::test_fail") == "failed"
@@ -558,16 +621,20 @@ doctest.OutputChecker.check_output = lambda self, want, got, optionflags: True
 
 @pytest.mark.parametrize("kind", sorted(SHAPED_HACKS))
 def test_a_guarded_run_reports_the_unittest_and_doctest_machinery_replaced(
-        tmp_path: Path, kind: str) -> None:
+        tmp_path: Path, kind: str, python: str) -> None:
     code_text, expected, module, args, nodeid = SHAPED_HACKS[kind]
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("VALUE = 1\n" + code_text)
     (tmp_path / "conftest.py").write_text("import pkg\n")
     (tmp_path / "test_mod.py").write_text(module)
-    text, code, _ = _guarded_run(tmp_path, guard=False, args=(*args, "test_mod.py"))
+    text, code, _ = _guarded_run(tmp_path, guard=False, args=(*args, "test_mod.py"),
+                                 python=python)
     plain = parse_report(text, code, nonce="abc")
+    if python != sys.executable and not (code == 0 and plain.status(nodeid) == "passed"):
+        pytest.skip(f"{kind} does not make the test pass on pytest {OLDEST_PYTEST}")
     assert code == 0 and plain.status(nodeid) == "passed"  # the hack works
-    text, code, stdout = _guarded_run(tmp_path, guard=True, args=(*args, "test_mod.py"))
+    text, code, stdout = _guarded_run(tmp_path, guard=True, args=(*args, "test_mod.py"),
+                                      python=python)
     r = parse_report(text, code, nonce="abc", sealed=stdout)
     assert not r.trustworthy
     assert expected in r.problem, r.problem

@@ -301,14 +301,17 @@ def _rewrite_named_modules(config):
 
 def _rewrite_hook(config):
     """pytest's assertion-rewriting import hook of this session (None under --assert=plain)."""
-    state = getattr(config, "_assertstate", None)  # pytest 6; later in the config's stash
+    state = getattr(config, "_assertstate", None)  # pytest 5
     if state is None:
         try:
             from _pytest.assertion.rewrite import assertstate_key
-
-            state = config.stash.get(assertstate_key, None)
-        except (ImportError, AttributeError):
+        except ImportError:
             return None
+        # the config's stash from pytest 7, its ``_store`` in pytest 6 (both have ``get``)
+        store = getattr(config, "stash", None)
+        if store is None:
+            store = getattr(config, "_store", None)
+        state = store.get(assertstate_key, None) if store is not None else None
     return getattr(state, "hook", None)
 
 
