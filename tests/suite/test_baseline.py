@@ -202,3 +202,34 @@ def test_a_suite_whose_whole_collection_fails_names_the_collection_error(
     message = str(info.value)
     assert "collected no tests in casesdemo: collecting" in message, message
     assert "cannot build a collector for tests.cases" in message, message
+
+
+def test_a_selection_runs_its_files_in_the_order_a_whole_suite_run_does(
+        calc_env: RepoEnv) -> None:
+    """pytest runs file arguments in the order given. A grading selection lists FAIL_TO_PASS
+    first; a suite whose later file leaves state behind (pyrsistent 0.20.0) then failed
+    tests that pass in every whole-suite run. The files go in collection order."""
+    z = "tests/test_z_state.py::test_sets_state"
+    a = "tests/test_a_state.py::test_state_untouched"
+    with fresh_sandbox(calc_env, "bwrap") as sb:
+        sb.write_file("tests/test_z_state.py",
+                      "import calcdemo\n\n\ndef test_sets_state():\n"
+                      "    calcdemo.add = lambda a, b: 0  # never put back\n")
+        sb.write_file("tests/test_a_state.py",
+                      "import calcdemo\n\n\ndef test_state_untouched():\n"
+                      "    assert calcdemo.add(1, 2) == 3\n")
+        r = run_tests(sb, calc_env, [z, a], timeout=120)
+    assert r.trustworthy, r.problem
+    assert r.status(a) == "passed" and r.status(z) == "passed"
+
+
+def test_files_are_ordered_as_each_pytest_walks_the_tree() -> None:
+    from swemill.suite.runner import _collection_key
+
+    files = ["tests/sub/test_b.py", "tests/test_z.py", "tests/test_a.py", "a_doc.py"]
+    # pytest >= 8: a directory's files and subdirectories by name, among one another
+    assert sorted(files, key=lambda f: _collection_key(f, False)) == [
+        "a_doc.py", "tests/sub/test_b.py", "tests/test_a.py", "tests/test_z.py"]
+    # before: a directory's files, then its subdirectories
+    assert sorted(files, key=lambda f: _collection_key(f, True)) == [
+        "a_doc.py", "tests/test_a.py", "tests/test_z.py", "tests/sub/test_b.py"]
