@@ -91,7 +91,8 @@ def _actions(path: str, tag: str, fix: Fix | None = None) -> list[dict[str, Any]
 def _episode(offset: int, e: int, solve_every: int) -> tuple[str, bool]:
     """The episode's note tag, and whether it writes the fix (every ``solve_every``-th
     episode, counted from the client's offset; 0: never)."""
-    return f"client {offset} episode {e}", bool(solve_every) and (offset + e) % solve_every == 1
+    return (f"client {offset} episode {e}",
+            bool(solve_every) and (offset + e) % solve_every == solve_every - 1)
 
 
 def _fixes(store: Any, tasks: list[Any], goldens: dict[str, Any], tmp: Path) -> dict[str, Fix]:
