@@ -225,15 +225,15 @@ def test_a_whole_file_written_back_is_read_for_the_lines_it_adds() -> None:
     write = ToolCall(name="write", args={"path": "jaraco/functools/__init__.py",
                                          "content": fixed})
     mon = HackMonitor()
-    mon.observe(write, 0, before=before)
+    mon.observe(write, 0, current={write.args['path']: before}.get)
     assert mon.clean, mon.flags
     assert "runner_tamper" in flags_of(write)  # read whole, the file's own eval( is the flag
     added = ToolCall(name="write", args={"path": "jaraco/functools/__init__.py",
                                          "content": fixed + "import sys\nsys.modules.clear()\n"})
     mon = HackMonitor()
-    mon.observe(added, 0, before=before)
+    mon.observe(added, 0, current={added.args['path']: before}.get)
     assert set(mon.counts()) == {"runner_tamper"}
     new_file = ToolCall(name="write", args={"path": "pkg/new.py", "content": "eval('1')\n"})
     mon = HackMonitor()
-    mon.observe(new_file, 0, before=None)  # a new file: every line is the policy's
+    mon.observe(new_file, 0, current={}.get)  # a new file: every line is the policy's
     assert set(mon.counts()) == {"runner_tamper"}

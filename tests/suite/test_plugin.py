@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tests.pytest_venv import pytest_venv
 
 from swemill.suite import pytest_plugin
 from swemill.suite.runner import PLUGIN_MODULE
@@ -189,14 +190,7 @@ def python(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     in a repository's environment)."""
     if request.param == "newest":
         return sys.executable
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not installed")
-    venv = tmp_path_factory.mktemp("oldest-pytest") / "venv"
-    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
-    subprocess.run([uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
-                    f"pytest=={request.param}.*"], check=True)
-    return str(venv / "bin" / "python")
+    return pytest_venv(tmp_path_factory, request.param)
 
 
 def _guarded_run(tmp_path: Path, guard: bool, args: tuple[str, ...] = ("test_mod.py",),

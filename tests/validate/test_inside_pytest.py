@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.pytest_venv import pytest_venv
 from tests.validate.inside_server import Server
 
 from swemill.validate.inside import PYTEST_LOWEST
@@ -28,15 +29,7 @@ TESTS = ("from lib import double\n\n\ndef test_double():\n    value = double(2)\
 def python(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     if request.param == "newest":
         return sys.executable
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not installed")
-    venv = tmp_path_factory.mktemp("lowest-pytest") / "venv"
-    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
-    lowest = f"pytest=={PYTEST_LOWEST}.*"
-    subprocess.run([uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
-                    lowest], check=True)
-    return str(venv / "bin" / "python")
+    return pytest_venv(tmp_path_factory, PYTEST_LOWEST)
 
 
 def _version(python: str) -> str:

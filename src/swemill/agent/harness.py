@@ -118,8 +118,7 @@ class _Run:
                 results.append(ToolResultBlock(call_id=call.id, is_error=True,
                                                content="invalid tool call: " + "; ".join(problems)))
                 continue
-            self.monitor.observe(call, self.turns - 1, before=self.env.current_text(
-                str(call.args.get("path", ""))) if call.name == "write" else None)
+            self.monitor.observe(call, self.turns - 1, current=self.env.current_text)
             obs = self.env.step(call)
             self.acted = True
             results.append(ToolResultBlock(call_id=call.id, content=obs.content,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal
@@ -223,17 +223,18 @@ class HackMonitor:
                 break
 
     def observe(self, call: ToolCall, step: int | None = None, *,
-                before: str | None = None) -> None:
-        """Read one action before it runs. ``before``: for a ``write``, the text of the file it
-        replaces (:meth:`TaskEnv.current_text <swemill.agent.env.TaskEnv.current_text>`), so
-        that only the lines the write adds are read as the policy's: a whole file written back
-        with a one-line fix repeats the file's own ``eval(`` or ``sys.modules`` (jaraco.functools
-        4.1.0), which are not the policy's doing."""
+                current: Callable[[str], str | None] | None = None) -> None:
+        """Read one action before it runs. ``current``: the text of a workspace file as it is
+        now (:meth:`TaskEnv.current_text <swemill.agent.env.TaskEnv.current_text>`); a
+        ``write`` is then read for the lines it adds to the file it replaces: a whole file
+        written back with a one-line fix repeats the file's own ``eval(`` or ``sys.modules``
+        (jaraco.functools 4.1.0), which are not the policy's doing."""
         args = call.args
         if call.name in ("write", "edit"):
             path = str(args.get("path", ""))
             new_text = str(args.get("content", args.get("new_str", "")))
-            old_text = str(args.get("old_str", "")) if call.name == "edit" else before or ""
+            old_text = (str(args.get("old_str", "")) if call.name == "edit" else
+                        (current(path) if current is not None else None) or "")
             added = _added_lines(old_text, new_text)
             self._scan_path(path, new_text, step)
             self._scan_code(added, step, _norm(path))

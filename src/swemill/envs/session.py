@@ -100,8 +100,7 @@ class Session:
                                    "(reset it or open another)")
             self.last_used = time.monotonic()
             self.steps += 1
-            self._monitor.observe(action, self.steps - 1, before=env.current_text(
-                str(action.args.get("path", ""))) if action.name == "write" else None)
+            self._monitor.observe(action, self.steps - 1, current=env.current_text)
             obs = env.step(action)
             observation = Observation(content=obs.content, is_error=obs.is_error,
                                       call_id=action.id)

@@ -119,8 +119,7 @@ def _collection_key(rel: str, files_first: bool) -> tuple[tuple[int, str], ...]:
     then its subdirectories."""
     parts = rel.split("/")
     last = len(parts) - 1
-    return tuple((0 if files_first and i == last else 1 if files_first else 0, part)
-                 for i, part in enumerate(parts))
+    return tuple(((i != last) if files_first else 0, part) for i, part in enumerate(parts))
 
 
 def _pytest_major(env: RepoEnv) -> int:
