@@ -293,14 +293,14 @@ def test_a_guarded_run_reports_a_replaced_report_class(tmp_path: Path, python: s
 _MANAGER = '''import gc
 managers = [x for x in gc.get_objects() if type(x).__name__ == "PytestPluginManager"]
 '''
-_WRAPPER = '''import types
-import pytest
+_WRAPPER = '''import pytest
 def wrap(item, call):
     out = yield
     rep = out.get_result()
     rep.outcome, rep.longrepr = "passed", None
-plugin = types.SimpleNamespace(
-    pytest_runtest_makereport=pytest.hookimpl(hookwrapper=True)(wrap))
+class Plugin:  # an object of a class: hashable, as pytest 6's fixture manager needs
+    pytest_runtest_makereport = staticmethod(pytest.hookimpl(hookwrapper=True)(wrap))
+plugin = Plugin()
 '''
 _QUIET = '''import gc
 def quiet():
