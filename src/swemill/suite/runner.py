@@ -24,6 +24,7 @@ code from its own memory instead (:mod:`swemill.validate.inside.pristine_codes`)
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import shutil
@@ -123,12 +124,17 @@ def _collection_key(rel: str, files_first: bool) -> tuple[tuple[int, str], ...]:
 
 
 def _pytest_major(env: RepoEnv) -> int:
-    """The major version of the env's pytest (from its installed metadata; 8 if unknown)."""
-    for site in env.venv.glob("lib/python*/site-packages"):
-        for meta in site.glob("pytest-*.dist-info"):
-            version = meta.name[len("pytest-"):-len(".dist-info")]
-            if version.split(".")[0].isdigit():
-                return int(version.split(".")[0])
+    """The major version of the env's pytest (its installed metadata; 8 if unknown)."""
+    return _major_in(env.venv)
+
+
+@functools.lru_cache(maxsize=64)
+def _major_in(venv: Path) -> int:
+    sites = [str(site) for site in venv.glob("lib/python*/site-packages")]
+    for dist in distributions(name="pytest", path=sites):
+        major = dist.version.split(".")[0]
+        if major.isdigit():
+            return int(major)
     return 8
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
+import importlib.machinery
 import os
 import signal
 import sys
@@ -144,8 +146,7 @@ to the run, which imports the workspace file as a cold one does. About 10 ms of 
 of the sample's 104 tests (~130 ms)."""
 
 
-def _warm_up(codes: CodeCache, reports: ReportCache, flags: Flags,
-             workdir: str | None = None) -> float:
+def _warm_up(codes: CodeCache, reports: ReportCache, flags: Flags, workdir: str) -> float:
     start = time.monotonic()
     import importlib.metadata as md
 
@@ -177,10 +178,6 @@ def _warm_up(codes: CodeCache, reports: ReportCache, flags: Flags,
     return time.monotonic() - start
 
 
-class _WorkspaceFile(ImportError):
-    """A warm-up import reached a file of the workspace (see :func:`_import_outside`)."""
-
-
 class _RefuseWorkspace:
     """A meta path finder, placed just before the path finder, that refuses every module the
     path finder would load from the workspace (its file or package folder inside it)."""
@@ -189,17 +186,15 @@ class _RefuseWorkspace:
         self.workdir, self.refused = workdir, False
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        import importlib.machinery
-
         spec = importlib.machinery.PathFinder.find_spec(name, path)  # type: ignore[arg-type]
         places = [] if spec is None else [spec.origin, *(spec.submodule_search_locations or [])]
         if any(isinstance(p, str) and is_inside(p, self.workdir) for p in places):
             self.refused = True
-            raise _WorkspaceFile(f"{name} is a workspace file")
+            raise ImportError(f"{name} is a workspace file: left to the runs")
         return None  # the path finder itself finds it
 
 
-def _import_outside(name: str, workdir: str | None) -> None:
+def _import_outside(name: str, workdir: str) -> None:
     """Import ``name`` (pytest's own, an installed plugin's, the standard library's) for the
     forks to inherit, unless that would run a file of the workspace: that file is refused,
     never run here, and every module this import added is forgotten again, so each run imports
@@ -215,13 +210,6 @@ def _import_outside(name: str, workdir: str | None) -> None:
     assertion-rewrites a ``pytest11`` plugin's modules, and one imported before pytest stays
     unrewritten in every fork (its introspection tests failed in every warm run and passed
     cold, and 19 of 33 candidates were dropped as not_solvable)."""
-    import importlib
-    import importlib.machinery
-
-    if workdir is None:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
-        return
     before = set(sys.modules)
     guard = _RefuseWorkspace(workdir)
     finders = sys.meta_path
