@@ -17,6 +17,7 @@ from swemill.agent.lint import lint_introduced, ruff_path
 from swemill.agent.tree import tree_changes
 from swemill.core.records import Outcome, Task, TestResult, Trajectory
 from swemill.policies.scripted import strip_line_numbers
+from swemill.repo.runner_code import runner_packages, runner_top
 from swemill.suite.verdict import TestRunReport
 
 TASK = Task(instance_id="t1", repo="r", base_commit="c", problem_statement="p",
@@ -140,6 +141,37 @@ def test_the_grading_tree_never_writes_through_a_planted_link(tmp_path: Path) ->
     assert carried.dropped == {"pkg": "symbolic link", "pkg/a.py": "behind a symbolic link"}
     assert (outside / "a.py").read_text() == "host file\n"
     assert not (dest / "pkg").is_symlink() and (dest / "pkg/a.py").read_text() == "real\n"
+
+
+def test_the_test_runners_own_code_is_never_carried(tmp_path: Path) -> None:
+    # in a tree that holds pluggy, pytest runs every hook through the tree's copy: an edit to
+    # its hook caller (seen on pluggy 1.5.0) turned every report into a pass
+    pristine, ws, dest = (tmp_path / n for n in ("pristine", "ws", "dest"))
+    base = {"src/pluggy/__init__.py": "", "src/pluggy/_callers.py": "def call():\n    pass\n",
+            "src/py.py": "", "src/pkg/mod.py": "x = 1\n", "_pytest/runner.py": "r = 1\n"}
+    _write(pristine, base)
+    _write(ws, {**base, "src/pluggy/_callers.py": "def call():\n    forged = 1\n",
+                "src/pluggy/_new.py": "n = 1\n", "src/py.py": "p = 1\n",
+                "_pytest/runner.py": "r = 2\n", "src/pkg/mod.py": "x = 2\n",
+                "src/pytestish/a.py": "ok = 1\n"})
+    carried = build_grading_tree(pristine, ws, dest, shadowed=runner_modules())
+    assert carried.applied == ["src/pkg/mod.py", "src/pytestish/a.py"]
+    assert carried.dropped == {rel: "the test runner's own code" for rel in (
+        "_pytest/runner.py", "src/pluggy/_callers.py", "src/pluggy/_new.py", "src/py.py")}
+    assert (dest / "src/pluggy/_callers.py").read_text() == "def call():\n    pass\n"
+    assert not (dest / "src/pluggy/_new.py").exists()
+
+
+def test_runner_paths_and_packages(tmp_path: Path) -> None:
+    assert [runner_top(p) for p in ("src/pluggy/_callers.py", "pluggy/x.py", "src/py.py",
+                                    "py.py", "_pytest/a/b.py", "src/iniconfig/__init__.py",
+                                    "src/pkg/pluggy.py", "docs/pytest.md", "pytest_x/a.py",
+                                    "src", "py.typed")] == [
+        "pluggy", "pluggy", "py", "py", "_pytest", "iniconfig", None, None, None, None, None]
+    _write(tmp_path, {"src/_pytest/__init__.py": "", "src/pytest/__init__.py": "",
+                      "src/py.py": "", "pluggy/README": "not a package\n", "pkg/__init__.py": ""})
+    assert runner_packages(tmp_path) == ["src/_pytest", "src/py.py", "src/pytest"]
+    assert runner_packages(tmp_path / "pkg") == []
 
 
 def test_test_inputs() -> None:

@@ -109,6 +109,19 @@ def test_no_tests_is_one_clear_error(tmp_path: Path) -> None:
         run_tasks(str(repo), Store(str(tmp_path / "out")), "n", TasksConfig())
 
 
+def test_a_repository_of_the_test_runner_is_refused_in_one_line(tmp_path: Path) -> None:
+    # pluggy (or pytest itself): the grader would run the copy a policy edits
+    repo = tmp_path / "pluggy"
+    make_calc_repo(repo)
+    (repo / "src" / "pluggy").mkdir(parents=True)
+    (repo / "src" / "pluggy" / "__init__.py").write_text("def hookimpl():\n    pass\n")
+    with pytest.raises(EnvBuildError) as info:
+        run_tasks(str(repo), Store(str(tmp_path / "out")), "r", TasksConfig())
+    assert len(str(info.value).splitlines()) == 1
+    assert "the test runner's own code (src/pluggy)" in str(info.value)
+    assert not any((tmp_path / "out").rglob("*.parquet"))
+
+
 def test_no_python_code_is_one_clear_error(tmp_path: Path) -> None:
     repo = tmp_path / "docs-only"
     repo.mkdir()

@@ -15,7 +15,9 @@ changed path is carried only when all of these hold:
 * it is not a *new* top-level module or package that would shadow one the test process
   imports (``pytest.py``, ``_pytest/``, ``pluggy/``, a standard-library name, anything at the
   top of the environment's site-packages): ``python -m pytest`` puts the workspace root first
-  on ``sys.path``.
+  on ``sys.path``;
+* it is not part of the test runner's own code (``pluggy/``, ``src/_pytest/``, ...:
+  :func:`~swemill.repo.runner_code.runner_top`), which the grader's machinery would run.
 
 Everything else keeps its pristine state, and is listed with the reason. Links are never
 carried, never followed, and never written through: the tree is built from the pristine copy
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from swemill.agent.tree import Entry, entries_digest, tree_entries
+from swemill.repo.runner_code import RUNNER_PACKAGES, runner_top
 
 __all__ = ["Carried", "build_grading_tree", "is_test_input", "runner_modules", "MAX_FILE_BYTES"]
 
@@ -44,7 +47,7 @@ _CONFIG_NAMES = frozenset({
 })
 _CACHE_PARTS = frozenset({"__pycache__", ".pytest_cache"})
 _META_SUFFIXES = (".dist-info", ".egg-info", ".egg-link")
-_RUNNER = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "_swemill_report"})
+_RUNNER = RUNNER_PACKAGES | {"_swemill_report"}
 
 
 def is_test_input(rel: str) -> bool:
@@ -143,6 +146,8 @@ def _reason(rel: str, new: Entry | None, pristine: Path, workspace: Path,
         return "symbolic link"
     if new is not None and _shadows(rel, pristine, shadowed):
         return "shadows a module the test run imports"
+    if runner_top(rel) is not None:
+        return "the test runner's own code"
     return None
 
 

@@ -17,6 +17,7 @@ from swemill.core.records import Baseline, GateVerdict
 from swemill.repo.envbuild import RepoEnv, build_env
 from swemill.repo.gate import GatePolicy, ensure_allowed, gate_directory
 from swemill.repo.recipe import Recipe, load_recipe
+from swemill.repo.runner_code import refuse_runner_repository
 from swemill.repo.sources import ResolvedSource, resolve_source
 from swemill.store import Store
 from swemill.store.layout import env_prefix, gate_verdicts_key
@@ -62,7 +63,10 @@ def gate(src: ResolvedSource, source: str, config: TasksConfig) -> GateVerdict:
 
 
 def prepare_env(src: ResolvedSource, config: TasksConfig, say: Say) -> tuple[RepoEnv, Baseline]:
-    """Build (or reuse) the environment and its baseline, both cached per repo@commit."""
+    """Build (or reuse) the environment and its baseline, both cached per repo@commit. A
+    repository that holds the test runner's own code is refused first
+    (:func:`~swemill.repo.runner_code.refuse_runner_repository`)."""
+    refuse_runner_repository(src.path, src.repo)
     env = build_env(src, recipe=_user_recipe(config))
     baseline = run_baseline(env, backend=config.backend, suite_timeout=config.suite_timeout_s,
                             step=say)
