@@ -62,7 +62,9 @@ ZOO: tuple[Project, ...] = (
     Project("pypi:cachetools==5.5.0", "setuptools, src layout"),
     Project("pypi:six==1.16.0", "single module, setup.py"),
     Project("pypi:attrs==24.2.0", "hatch-vcs, hypothesis, test extra"),
-    Project("pypi:pluggy==1.5.0", "setuptools-scm, src layout"),
+    # pluggy 1.5.0 stood here: swemill refuses it since 2026-12-07 (the test runner's own code,
+    # swemill.repo.runner_code); a project of the same shape, first run the same day, replaces it
+    Project("pypi:license-expression==30.3.1", "setuptools-scm, src layout"),
     Project("pypi:packaging==24.1", "flit, src layout"),
     Project("pypi:idna==3.10", "flit, unittest suite", holdout=True),
     Project("pypi:wrapt==1.16.0", "optional C extension, setup.py"),
