@@ -17,7 +17,7 @@ from swemill.agent.lint import lint_introduced, ruff_path
 from swemill.agent.tree import tree_changes
 from swemill.core.records import Outcome, Task, TestResult, Trajectory
 from swemill.policies.scripted import strip_line_numbers
-from swemill.repo.runner_code import runner_packages, runner_top
+from swemill.repo.runner_code import runner_packages, runner_top, tree_plugins
 from swemill.suite.verdict import TestRunReport
 
 TASK = Task(instance_id="t1", repo="r", base_commit="c", problem_statement="p",
@@ -172,6 +172,21 @@ def test_runner_paths_and_packages(tmp_path: Path) -> None:
                       "src/py.py": "", "pluggy/README": "not a package\n", "pkg/__init__.py": ""})
     assert runner_packages(tmp_path) == ["src/_pytest", "src/py.py", "src/pytest"]
     assert runner_packages(tmp_path / "pkg") == []
+
+
+def test_plugins_the_env_loads_from_the_tree(tmp_path: Path) -> None:
+    site, tree = tmp_path / "site", tmp_path / "tree"
+    _write(site, {
+        "own-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: own\nVersion: 1.0\n",
+        "own-1.0.dist-info/entry_points.txt": "[pytest11]\nown = own.plugin\n",
+        "dep-2.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: dep\nVersion: 2.0\n",
+        "dep-2.0.dist-info/entry_points.txt": "[pytest11]\ndep = dep_plugin\n"
+                                              "[console_scripts]\nown = own.cli:main\n"})
+    _write(tree, {"src/own/__init__.py": "", "src/own/plugin.py": "", "tests/test_x.py": ""})
+    assert tree_plugins(tree, [site]) == ["own (src/own/plugin.py)"]
+    _write(tree, {"dep_plugin/__init__.py": ""})  # a tree holding the dependency's module too
+    assert tree_plugins(tree, [site]) == ["dep (dep_plugin/__init__.py)", "own (src/own/plugin.py)"]
+    assert tree_plugins(tree / "tests", [site]) == []
 
 
 def test_test_inputs() -> None:

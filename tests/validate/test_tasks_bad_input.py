@@ -24,7 +24,16 @@ from swemill.synth.patches import file_diff
 from swemill.validate.tasks_config import TasksConfig
 from swemill.validate.validator import run_tasks
 
-from .conftest import CALC, bug_row, independent_audit, make_calc_repo, run_git
+from .conftest import (
+    CALC,
+    PYPROJECT,
+    TESTS,
+    bug_row,
+    commit_tree,
+    independent_audit,
+    make_calc_repo,
+    run_git,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -119,6 +128,26 @@ def test_a_repository_of_the_test_runner_is_refused_in_one_line(tmp_path: Path) 
         run_tasks(str(repo), Store(str(tmp_path / "out")), "r", TasksConfig())
     assert len(str(info.value).splitlines()) == 1
     assert "the test runner's own code (src/pluggy)" in str(info.value)
+    assert not any((tmp_path / "out").rglob("*.parquet"))
+
+
+def test_a_repository_that_ships_a_pytest_plugin_is_refused_in_one_line(
+        tmp_path: Path) -> None:
+    # every run loads the plugin, and its hooks get pytest's config, items and reports: an
+    # edit inside one registered a report-rewriting hook on pytest-mock 3.14.0, unflagged
+    repo = tmp_path / "calcplug"
+    commit_tree(repo, {
+        "pyproject.toml": PYPROJECT.replace('packages = ["calcpkg"]\n', 'packages = ["calcpkg"]\n'
+                                            '[project.entry-points.pytest11]\n'
+                                            'calcplug = "calcpkg.plugin"\n'),
+        "calcpkg/__init__.py": "", "calcpkg/calc.py": CALC,
+        "calcpkg/plugin.py": "def pytest_configure(config):\n    pass\n",
+        "tests/test_calc.py": TESTS}, "plugin")
+    with pytest.raises(EnvBuildError) as info:
+        run_tasks(str(repo), Store(str(tmp_path / "out")), "p", TasksConfig())
+    assert len(str(info.value).splitlines()) == 1
+    assert "ships a pytest plugin that every test run loads (calcplug (calcpkg/plugin.py))" \
+        in str(info.value)
     assert not any((tmp_path / "out").rglob("*.parquet"))
 
 

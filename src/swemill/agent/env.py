@@ -39,6 +39,7 @@ from swemill.core.records import Outcome, Task
 from swemill.core.tools import ToolCall, validate_call
 from swemill.repo.commitenv import CommitEnvs
 from swemill.repo.envbuild import RepoEnv, build_env
+from swemill.repo.runner_code import refuse_runner_repository
 from swemill.repo.sources import resolve_source
 from swemill.sandbox import Sandbox, open_sandbox
 from swemill.sandbox.leftovers import scratch_dir
@@ -176,6 +177,10 @@ class TaskEnv:
         try:
             for name in ("pristine", "ws"):
                 repo_env.lay_generated(unpack_tree(snapshot, tmp / name))
+            # a task made before such repositories were refused: its grading would run the
+            # code the policy edits (swemill.repo.runner_code)
+            refuse_runner_repository(tmp / "pristine", task.repo,
+                                     repo_env.venv.glob("lib/python*/site-packages"))
             self._sb = open_sandbox(tmp / "ws", backend=self.config.backend,
                                     binds=repo_env.binds())
         except SwemillError as exc:

@@ -8,15 +8,25 @@ grader's own machinery would be the code a policy edits: an edit to ``pluggy``'s
 can turn every report into a pass without naming anything a monitor could look for. So
 swemill makes no tasks of such a repository (:func:`refuse_runner_repository`), and the grader
 never carries a change to those files (:mod:`swemill.agent.carry`).
+
+A repository that ships a pytest plugin (a ``pytest11`` entry point whose module is a file of
+its tree: pytest-mock, and projects such as anyio or hypothesis that ship one beside their
+library) has the same seat: every run loads the plugin, and its hooks get pytest's own objects
+(the config, the items, the reports), so an edit inside one of them can register a hook that
+rewrites every report, again without a name to look for (seen on pytest-mock 3.14.0). Such a
+repository is refused too (:func:`tree_plugins`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from importlib.metadata import distributions
 from pathlib import Path, PurePosixPath
 
 from swemill.core.errors import EnvBuildError
 
-__all__ = ["RUNNER_PACKAGES", "refuse_runner_repository", "runner_packages", "runner_top"]
+__all__ = ["RUNNER_PACKAGES", "refuse_runner_repository", "runner_packages", "runner_top",
+           "tree_plugins"]
 
 RUNNER_PACKAGES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig"})
 
@@ -46,10 +56,41 @@ def runner_packages(tree: Path) -> list[str]:
     return found
 
 
-def refuse_runner_repository(tree: Path, repo: str) -> None:
-    """Raise (one line) when ``tree`` holds the test runner's own code."""
+def _module_file(tree: Path, module: str) -> str | None:
+    """The file of ``tree`` that module ``module`` would be imported from (root or ``src/``
+    layout), as a path relative to it, or None."""
+    parts = module.split(".")
+    for base in ("", "src/"):
+        stem = base + "/".join(parts)
+        for rel in (f"{stem}.py", f"{stem}/__init__.py"):
+            if (tree / rel).is_file():
+                return rel
+    return None
+
+
+def tree_plugins(tree: Path, site_packages: Iterable[Path]) -> list[str]:
+    """The ``pytest11`` plugins installed in ``site_packages`` whose module is a file of
+    ``tree``, as ``name (path)``; sorted."""
+    found = set()
+    for site in site_packages:
+        for dist in distributions(path=[str(site)]):
+            for ep in dist.entry_points:
+                if ep.group == "pytest11" and (rel := _module_file(tree, ep.module)):
+                    found.add(f"{ep.name} ({rel})")
+    return sorted(found)
+
+
+def refuse_runner_repository(tree: Path, repo: str, site_packages: Iterable[Path] = ()) -> None:
+    """Raise (one line) when ``tree`` holds the test runner's own code, or a pytest plugin
+    that the environment of ``site_packages`` loads in every run."""
     held = runner_packages(tree)
     if held:
         raise EnvBuildError(
             f"{repo} holds the test runner's own code ({', '.join(held)}): pytest would grade "
             "every task with the copy a policy edits, so swemill makes no tasks of it")
+    plugins = tree_plugins(tree, site_packages)
+    if plugins:
+        raise EnvBuildError(
+            f"{repo} ships a pytest plugin that every test run loads ({', '.join(plugins)}): "
+            "its hooks would run the code a policy edits inside the grader, so swemill makes "
+            "no tasks of it")

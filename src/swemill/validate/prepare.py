@@ -64,10 +64,12 @@ def gate(src: ResolvedSource, source: str, config: TasksConfig) -> GateVerdict:
 
 def prepare_env(src: ResolvedSource, config: TasksConfig, say: Say) -> tuple[RepoEnv, Baseline]:
     """Build (or reuse) the environment and its baseline, both cached per repo@commit. A
-    repository that holds the test runner's own code is refused first
+    repository that holds the test runner's own code is refused first, one that ships a pytest
+    plugin the environment loads once it is built
     (:func:`~swemill.repo.runner_code.refuse_runner_repository`)."""
     refuse_runner_repository(src.path, src.repo)
     env = build_env(src, recipe=_user_recipe(config))
+    refuse_runner_repository(src.path, src.repo, env.venv.glob("lib/python*/site-packages"))
     baseline = run_baseline(env, backend=config.backend, suite_timeout=config.suite_timeout_s,
                             step=say)
     return env, baseline
