@@ -17,7 +17,12 @@ from swemill.agent.lint import lint_introduced, ruff_path
 from swemill.agent.tree import tree_changes
 from swemill.core.records import Outcome, Task, TestResult, Trajectory
 from swemill.policies.scripted import strip_line_numbers
-from swemill.repo.runner_code import runner_packages, runner_top, tree_plugins
+from swemill.repo.runner_code import (
+    runner_packages,
+    runner_top,
+    suite_plugin_files,
+    tree_plugins,
+)
 from swemill.suite.verdict import TestRunReport
 
 TASK = Task(instance_id="t1", repo="r", base_commit="c", problem_statement="p",
@@ -172,6 +177,37 @@ def test_runner_paths_and_packages(tmp_path: Path) -> None:
                       "src/py.py": "", "pluggy/README": "not a package\n", "pkg/__init__.py": ""})
     assert runner_packages(tmp_path) == ["src/_pytest", "src/py.py", "src/pytest"]
     assert runner_packages(tmp_path / "pkg") == []
+
+
+def test_modules_a_conftest_loads_as_plugins(tmp_path: Path) -> None:
+    _write(tmp_path, {
+        "conftest.py": "import os\npytest_plugins = ['pkg.fixtures', 'pytester']\n",
+        "tests/conftest.py": "pytest_plugins: tuple = ('helpers', 'tests.more')\n"
+                             "pytest_plugins += ['src_mod']\n",
+        "tests/helpers.py": "", "tests/more.py": "",
+        "src/src_mod.py": "", "pkg/__init__.py": "", "pkg/fixtures/__init__.py": "",
+        "docs/conftest.py": "pytest_plugins = 'pkg.missing'\nname = 'x'\n"
+                            "pytest_plugins = [name]\n",
+        ".tox/py/conftest.py": "pytest_plugins = ['pkg']\n",
+        "bad/conftest.py": "pytest_plugins = [\n"})
+    assert suite_plugin_files(tmp_path) == [
+        "pkg/fixtures/__init__.py", "src/src_mod.py", "tests/helpers.py", "tests/more.py"]
+
+
+def test_a_module_a_conftest_loads_as_a_plugin_is_never_carried(tmp_path: Path) -> None:
+    # a helper module registered through pytest_plugins can empty every item's runtest from
+    # pytest_collection_modifyitems: under the guard a failing test then passed
+    pristine, ws, dest = (tmp_path / n for n in ("pristine", "ws", "dest"))
+    base = {"conftest.py": "pytest_plugins = ['pkg.fixtures']\n", "pkg/__init__.py": "",
+            "pkg/fixtures.py": "import pytest\n", "pkg/core.py": "x = 1\n"}
+    _write(pristine, base)
+    _write(ws, {**base, "pkg/core.py": "x = 2\n", "pkg/fixtures.py": (
+        "def pytest_collection_modifyitems(items):\n    for item in items:\n"
+        "        item.runtest = lambda: None\n")})
+    carried = build_grading_tree(pristine, ws, dest)
+    assert carried.applied == ["pkg/core.py"]
+    assert carried.dropped == {"pkg/fixtures.py": "a pytest plugin the suite's conftest loads"}
+    assert (dest / "pkg/fixtures.py").read_text() == "import pytest\n"
 
 
 def test_plugins_the_env_loads_from_the_tree(tmp_path: Path) -> None:

@@ -151,6 +151,24 @@ def test_a_repository_that_ships_a_pytest_plugin_is_refused_in_one_line(
     assert not any((tmp_path / "out").rglob("*.parquet"))
 
 
+def test_a_bug_in_a_module_the_conftest_loads_as_a_plugin_is_a_counted_drop(
+        tmp_path: Path) -> None:
+    # the grader never takes a change to such a module (its hooks run in every grading), so a
+    # task whose fix is there could never be solved
+    repo = tmp_path / "calcplugins"
+    commit_tree(repo, {"pyproject.toml": PYPROJECT, "calcpkg/__init__.py": "",
+                       "calcpkg/calc.py": CALC, "tests/test_calc.py": TESTS,
+                       "conftest.py": "pytest_plugins = ['calcpkg.calc']\n"}, "plugins")
+    store = Store(str(tmp_path / "out"))
+    result = run_tasks(str(repo), store, "pl", TasksConfig(strategies=["procedural"],
+                                                           max_tasks=2, workers=1, audit=0))
+    drops = result.yields["procedural"].drops
+    assert result.tasks == 0 and drops.get("runner_plugin", 0) == result.candidates > 0, drops
+    rows = store.read_records("candidates", "pl", CandidateRecord)
+    assert rows and all(r.reason == "runner_plugin" and r.detail.startswith("calcpkg/calc.py")
+                        for r in rows)
+
+
 def test_no_python_code_is_one_clear_error(tmp_path: Path) -> None:
     repo = tmp_path / "docs-only"
     repo.mkdir()

@@ -17,7 +17,9 @@ changed path is carried only when all of these hold:
   top of the environment's site-packages): ``python -m pytest`` puts the workspace root first
   on ``sys.path``;
 * it is not part of the test runner's own code (``pluggy/``, ``src/_pytest/``, ...:
-  :func:`~swemill.repo.runner_code.runner_top`), which the grader's machinery would run.
+  :func:`~swemill.repo.runner_code.runner_top`), which the grader's machinery would run, nor
+  a module the pristine ``conftest.py`` files load as a pytest plugin
+  (:func:`~swemill.repo.runner_code.suite_plugin_files`), whose hooks every run calls.
 
 Everything else keeps its pristine state, and is listed with the reason. Links are never
 carried, never followed, and never written through: the tree is built from the pristine copy
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from swemill.agent.tree import Entry, entries_digest, tree_entries
-from swemill.repo.runner_code import RUNNER_PACKAGES, runner_top
+from swemill.repo.runner_code import RUNNER_PACKAGES, runner_top, suite_plugin_files_of
 
 __all__ = ["Carried", "build_grading_tree", "is_test_input", "runner_modules", "MAX_FILE_BYTES"]
 
@@ -137,7 +139,7 @@ def _behind_link(root: Path, rel: str) -> bool:
 
 
 def _reason(rel: str, new: Entry | None, pristine: Path, workspace: Path,
-            shadowed: frozenset[str]) -> str | None:
+            shadowed: frozenset[str], plugins: frozenset[str]) -> str | None:
     if (why := _path_reason(rel)) is not None:
         return why
     if new is None and _behind_link(workspace, rel):
@@ -148,6 +150,8 @@ def _reason(rel: str, new: Entry | None, pristine: Path, workspace: Path,
         return "shadows a module the test run imports"
     if runner_top(rel) is not None:
         return "the test runner's own code"
+    if rel in plugins:
+        return "a pytest plugin the suite's conftest loads"
     return None
 
 
@@ -172,12 +176,13 @@ def build_grading_tree(pristine: Path, workspace: Path, dest: Path, *,
     of the workspace's change."""
     _copy_pristine(pristine, dest)
     old, new = tree_entries(pristine), tree_entries(workspace)
+    plugins = suite_plugin_files_of(pristine)
     out = Carried(source=entries_digest(new))
     for rel in sorted(set(old) | set(new)):
         before, after = old.get(rel), new.get(rel)
         if before == after:
             continue
-        why = _reason(rel, after, pristine, workspace, shadowed)
+        why = _reason(rel, after, pristine, workspace, shadowed, plugins)
         data = b""
         if why is None and after is not None:
             why, data = _content_reason(workspace / rel)  # a regular file, found by lstat

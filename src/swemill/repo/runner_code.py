@@ -15,10 +15,19 @@ library) has the same seat: every run loads the plugin, and its hooks get pytest
 (the config, the items, the reports), so an edit inside one of them can register a hook that
 rewrites every report, again without a name to look for (seen on pytest-mock 3.14.0). Such a
 repository is refused too (:func:`tree_plugins`).
+
+A module outside the tests that a ``conftest.py`` names in ``pytest_plugins`` is registered the
+same way, in every run: a helper module of fixtures can define
+``pytest_collection_modifyitems`` and empty every item's ``runtest``. Such a repository keeps
+its tasks, but those files (:func:`suite_plugin_files`) are the runner's for grading: a
+change to them is never carried, and a candidate bug in one is dropped (``runner_plugin``).
+Only literal names are read (a string, or a list or tuple of strings).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 from collections.abc import Iterable
 from importlib.metadata import distributions
 from pathlib import Path, PurePosixPath
@@ -26,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from swemill.core.errors import EnvBuildError
 
 __all__ = ["RUNNER_PACKAGES", "refuse_runner_repository", "runner_packages", "runner_top",
-           "tree_plugins"]
+           "suite_plugin_files", "suite_plugin_files_of", "tree_plugins"]
 
 RUNNER_PACKAGES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig"})
 
@@ -78,6 +87,57 @@ def tree_plugins(tree: Path, site_packages: Iterable[Path]) -> list[str]:
                 if ep.group == "pytest11" and (rel := _module_file(tree, ep.module)):
                     found.add(f"{ep.name} ({rel})")
     return sorted(found)
+
+
+_SKIP_DIRS = frozenset({"node_modules", "site-packages", "__pycache__"})
+
+
+def _plugin_names(conftest: Path) -> list[str]:
+    """The literal module names a ``conftest.py`` gives ``pytest_plugins`` at its top level."""
+    try:
+        tree = ast.parse(conftest.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else [])
+        value = getattr(node, "value", None)
+        if not any(isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in targets):
+            continue
+        items = value.elts if isinstance(value, ast.List | ast.Tuple) else [value]
+        names += [i.value for i in items
+                  if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+    return names
+
+
+def suite_plugin_files(tree: Path) -> list[str]:
+    """Files of ``tree`` that its ``conftest.py`` files load as pytest plugins (see the module
+    docstring), as paths relative to it; sorted. Test files among them are the grader's
+    anyway."""
+    found = set()
+    for conftest in tree.rglob("conftest.py"):
+        parts = conftest.relative_to(tree).parts
+        if any(p.startswith(".") or p in _SKIP_DIRS for p in parts):
+            continue
+        for name in _plugin_names(conftest):
+            for root in (tree, conftest.parent):  # rootdir, or the conftest's own folder
+                rel = _module_file(root, name)
+                if rel is not None:
+                    found.add((root / rel).relative_to(tree).as_posix())
+    return sorted(found)
+
+
+def suite_plugin_files_of(tree: Path) -> frozenset[str]:
+    """:func:`suite_plugin_files` of a tree that does not change (a task's pristine snapshot),
+    read once per folder (its path, inode and modification time)."""
+    st = tree.stat()
+    return _plugin_files_cached(str(tree), st.st_ino, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _plugin_files_cached(tree: str, _ino: int, _mtime_ns: int) -> frozenset[str]:
+    return frozenset(suite_plugin_files(Path(tree)))
 
 
 def refuse_runner_repository(tree: Path, repo: str, site_packages: Iterable[Path] = ()) -> None:

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 
 from swemill.core.errors import SandboxError, SynthesisError
 from swemill.core.records import Baseline, Candidate, TestStatus
+from swemill.repo.runner_code import suite_plugin_files_of
 from swemill.suite.timeouts import adaptive_timeout, busy_factor
-from swemill.synth.patches import reverse_patch
+from swemill.synth.patches import patch_files, reverse_patch
 from swemill.validate.explain import first_error, refusal_detail, run_failure
 from swemill.validate.gates import (
     FAILING,
@@ -259,6 +260,11 @@ def check_candidate(ctx: CheckContext, worker: Worker, cand: Candidate) -> Check
 
 def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
            base_patch: str) -> Checked:
+    plugins = suite_plugin_files_of(worker.env.source_path)
+    if touched := sorted(set(patch_files(cand.bug_patch)) & plugins):
+        return _refused(cand, "runner_plugin", commit,
+                        f"{touched[0]}: the suite's conftest loads it as a pytest plugin, and "
+                        "the grader never takes a change to it")
     baseline = ctx.baseline_for(worker, commit, base_patch)
     if isinstance(baseline, str):
         return _refused(cand, baseline, commit, ctx.why(commit, base_patch))
