@@ -192,6 +192,11 @@ def test_modules_a_conftest_loads_as_plugins(tmp_path: Path) -> None:
         "bad/conftest.py": "pytest_plugins = [\n"})
     assert suite_plugin_files(tmp_path) == [
         "pkg/fixtures/__init__.py", "src/src_mod.py", "tests/helpers.py", "tests/more.py"]
+    # the pytest configuration's addopts load a plugin every run keeps (a dropped one, or a
+    # "no:" one, loads nothing)
+    _write(tmp_path, {"pkg/hooks.py": "", "pytest.ini": (
+        "[pytest]\naddopts = -p pkg.hooks -pno:cacheprovider -p xdist --strict-markers\n")})
+    assert "pkg/hooks.py" in suite_plugin_files(tmp_path)
 
 
 def test_a_module_a_conftest_loads_as_a_plugin_is_never_carried(tmp_path: Path) -> None:

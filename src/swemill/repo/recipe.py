@@ -181,6 +181,16 @@ def detect_recipe(root: Path) -> Recipe:
     return r
 
 
+def addopts_plugins(root: Path) -> list[str]:
+    """The plugins the repository's pytest configuration at ``root`` loads with ``-p`` in its
+    addopts, as every run keeps them (:func:`filter_addopts`)."""
+    r = Recipe()
+    _pytest_config(root, _toml(root / "pyproject.toml"), r)
+    args = r.pytest_args
+    return [name for flag, name in zip(args, args[1:], strict=False)
+            if flag == "-p" and not name.startswith("no:")]
+
+
 def _toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text())

@@ -16,12 +16,13 @@ library) has the same seat: every run loads the plugin, and its hooks get pytest
 rewrites every report, again without a name to look for (seen on pytest-mock 3.14.0). Such a
 repository is refused too (:func:`tree_plugins`).
 
-A module outside the tests that a ``conftest.py`` names in ``pytest_plugins`` is registered the
-same way, in every run: a helper module of fixtures can define
-``pytest_collection_modifyitems`` and empty every item's ``runtest``. Such a repository keeps
-its tasks, but those files (:func:`suite_plugin_files`) are the runner's for grading: a
-change to them is never carried, and a candidate bug in one is dropped (``runner_plugin``).
-Only literal names are read (a string, or a list or tuple of strings).
+A module outside the tests that a ``conftest.py`` names in ``pytest_plugins``, or that the
+pytest configuration's ``addopts`` loads with ``-p``, is registered the same way, in every
+run: a helper module of fixtures can define ``pytest_collection_modifyitems`` and empty every
+item's ``runtest``. Such a repository keeps its tasks, but those files
+(:func:`suite_plugin_files`) are the runner's for grading: a change to them is never carried,
+and a candidate bug in one is dropped (``runner_plugin``). Only literal names are read (a
+string, or a list or tuple of strings).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from importlib.metadata import distributions
 from pathlib import Path, PurePosixPath
 
 from swemill.core.errors import EnvBuildError
+from swemill.repo.recipe import addopts_plugins
 
 __all__ = ["RUNNER_PACKAGES", "refuse_runner_repository", "runner_packages", "runner_top",
            "suite_plugin_files", "suite_plugin_files_of", "tree_plugins"]
@@ -115,7 +117,7 @@ def suite_plugin_files(tree: Path) -> list[str]:
     """Files of ``tree`` that its ``conftest.py`` files load as pytest plugins (see the module
     docstring), as paths relative to it; sorted. Test files among them are the grader's
     anyway."""
-    found = set()
+    found = {rel for name in addopts_plugins(tree) if (rel := _module_file(tree, name))}
     for conftest in tree.rglob("conftest.py"):
         parts = conftest.relative_to(tree).parts
         if any(p.startswith(".") or p in _SKIP_DIRS for p in parts):
