@@ -132,8 +132,11 @@ def suite_plugin_files(tree: Path) -> list[str]:
 
 def suite_plugin_files_of(tree: Path) -> frozenset[str]:
     """:func:`suite_plugin_files` of a tree that does not change (a task's pristine snapshot),
-    read once per folder (its path, inode and modification time)."""
-    st = tree.stat()
+    read once per folder (its path, inode and modification time; none where it is absent)."""
+    try:
+        st = tree.stat()
+    except OSError:
+        return frozenset()
     return _plugin_files_cached(str(tree), st.st_ino, st.st_mtime_ns)
 
 
