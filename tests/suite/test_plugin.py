@@ -466,6 +466,67 @@ def test_a_guarded_run_reports_a_package_that_reaches_the_hooks(tmp_path: Path, 
     assert expected in r.problem, r.problem
 
 
+def test_a_guarded_run_reports_a_test_s_code_swapped_while_collecting(tmp_path: Path,
+                                                                     python: str) -> None:
+    """Package code that a later test module imports replaces, during collection, the code
+    of a test already collected: the function collected is the swapped one, so only where
+    its code comes from tells (a thread doing it raced the collection's end: caught 2 of 3
+    runs before)."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (tmp_path / "pkg" / "late.py").write_text(
+        "import importlib\nm = importlib.import_module('test_a')\n"
+        "m.test_fail.__code__ = (lambda: None).__code__\n")
+    (tmp_path / "test_a.py").write_text("import pkg\n\ndef test_fail():\n"
+                                        "    assert pkg.VALUE == 3\n")
+    (tmp_path / "test_b.py").write_text("import pkg.late\n\ndef test_other():\n    pass\n")
+    args = ("test_a.py", "test_b.py")
+    text, code, _ = _guarded_run(tmp_path, guard=False, args=args, python=python)
+    assert parse_report(text, code, nonce="abc").status("test_a.py::test_fail") == "passed"
+    text, code, stdout = _guarded_run(tmp_path, guard=True, args=args, python=python)
+    r = parse_report(text, code, nonce="abc", sealed=stdout)
+    assert not r.trustworthy
+    assert "test function of test_a.py::test_fail runs code its file did not define" in r.problem
+
+
+def test_a_guarded_run_trusts_tests_a_test_file_builds_or_wraps(tmp_path: Path,
+                                                               python: str) -> None:
+    """Tests made by ``exec`` in a test file, wrapped by decorators, nested in classes or
+    made by a factory of the file run code their file defined."""
+    (tmp_path / "test_mod.py").write_text(textwrap.dedent('''
+        import functools
+
+        exec("def test_generated():\\n    assert 1 + 1 == 3\\n")
+
+        def deco(f):
+            @functools.wraps(f)
+            def wrapper(*a, **k):
+                return f(*a, **k)
+            return wrapper
+
+        @deco
+        def test_wrapped():
+            assert 2 == 3
+
+        def make(n):
+            def test():
+                assert n == 1
+            return test
+
+        test_made = make(2)
+
+        class TestBox:
+            def test_method(self):
+                assert [] == [1]
+    '''))
+    text, code, stdout = _guarded_run(tmp_path, guard=True, python=python)
+    r = parse_report(text, code, nonce="abc", sealed=stdout)
+    assert r.trustworthy, r.problem
+    assert {k: r.status(k) for k in r.results} == {
+        f"test_mod.py::{name}": "failed"
+        for name in ("test_generated", "test_wrapped", "test_made", "TestBox::test_method")}
+
+
 def test_a_guarded_run_lets_a_suite_register_its_own_plugins(tmp_path: Path,
                                                              python: str) -> None:
     """What real suites do: a conftest registers a plugin object, names plugin modules in

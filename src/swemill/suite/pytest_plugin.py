@@ -172,6 +172,11 @@ def _audit_exec(event, args):
         return
     name = getattr(args[0], "co_filename", None)
     if not name or not _test_file(name):
+        import sys
+
+        caller = sys._getframe(1)
+        if name and type(args[0]).__name__ == "code" and _test_file(caller.f_code.co_filename):
+            _note_codes(args[0])  # code a test file builds and runs itself (generated tests)
         return
     import threading
 
@@ -182,6 +187,20 @@ def _audit_exec(event, args):
     if by:
         _state["foreign"].append("test module " + os.path.basename(name) + " imported by "
                                  + _relative(by))
+    _note_codes(args[0])
+
+
+def _note_codes(code):
+    """Every code object a test file's module code holds (its functions, methods, lambdas,
+    nested ones), noted as it starts to run: what its test functions may run (see
+    :func:`pytest_runtest_call`)."""
+    codes = _state.setdefault("codes", {})
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if id(c) not in codes:
+            codes[id(c)] = c  # held: the id stays this object's
+            stack += [k for k in c.co_consts if type(k) is type(code)]
 
 
 def _emit(obj):
@@ -772,6 +791,29 @@ def pytest_runtest_call(item):
     if (_holder_value(item) is not held or now is not None and now is not bound and now is not held
             or getattr(now if now is not None else held, "__code__", None) is not code):
         _state["foreign"].append("test function of " + item.nodeid[:80] + " swapped")
+    elif _code_not_its_files(now if now is not None else held):
+        # swapped before collection ended (from another thread, say), so collected that way
+        _state["foreign"].append("test function of " + item.nodeid[:80] + " runs code its "
+                                 "file did not define")
+
+
+def _code_not_its_files(function):
+    """A function of a test file (its globals are that module's) whose code is not one its
+    file's module code defined: the code object was replaced (a function a test file builds
+    with ``exec`` counts too)."""
+    import inspect
+
+    codes = _state.get("codes")
+    try:
+        function = inspect.unwrap(function)
+    except ValueError:  # a __wrapped__ cycle: not a function of a file
+        return False
+    function = getattr(function, "__func__", function)
+    module_file = (getattr(function, "__globals__", None) or {}).get("__file__")
+    code = getattr(function, "__code__", None)
+    if codes is None or code is None or not module_file or not _test_file(module_file):
+        return False
+    return id(code) not in codes or codes[id(code)] is not code
 
 
 # Taken last, so that the reporter's own functions are among them.
