@@ -10,8 +10,9 @@ have and the warm server must run unchanged (issue 14, harness robustness):
 - ``testpaths`` over the tests and the sources, ``--doctest-modules``, unittest-style tests;
 - a test module and a conftest that import packages that are not installed (collection errors
   that belong to the baseline);
-- the project is itself a pytest plugin (a ``pytest11`` entry point): the warm server leaves
-  it for each run to import (assertion-rewritten, as pytest does), and its fixture works.
+- the ``-p`` plugin imports the package for a fixture: each run imports it (the warm server
+  does not), and its fixture works. (The project was itself a pytest plugin, a ``pytest11``
+  entry point, until such projects were refused: :mod:`swemill.repo.runner_code`.)
 """
 
 from __future__ import annotations
@@ -32,9 +33,6 @@ name = "shapes"
 version = "0.1"
 license = {text = "MIT"}
 
-[project.entry-points.pytest11]
-shapes = "shapes.plugin"
-
 [tool.setuptools.packages.find]
 where = ["src"]
 
@@ -52,17 +50,6 @@ cache_dir = ".cache/pytest"
 FILES = {
     "src/shapes/__init__.py": '''\
         """Shapes."""
-        ''',
-    # imported by the pytest11 entry point: each run imports it (the server does not)
-    "src/shapes/plugin.py": '''\
-        import pytest
-
-        from shapes.geometry import square_area
-
-
-        @pytest.fixture
-        def unit_square():
-            return square_area(1)
         ''',
     "src/shapes/geometry.py": '''\
         def square_area(side):
@@ -103,8 +90,16 @@ FILES = {
         ''',
     "tests/__init__.py": "",
     "tests/helpers/__init__.py": "",
+    # loaded with -p by every run; it imports the package (the server does not)
     "tests/helpers/plugin.py": '''\
         import pytest
+
+        from shapes.geometry import square_area
+
+
+        @pytest.fixture
+        def unit_square():
+            return square_area(1)
 
 
         def pytest_addoption(parser):

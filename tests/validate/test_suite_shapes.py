@@ -10,9 +10,9 @@ Regression classes, all in one small project (:mod:`.shapes`):
   failed ``--strict-config`` and its fixture was missing;
 - a module that failed to collect at baseline (an optional test dependency not installed)
   made every full-suite candidate ``import_failed``;
-- an edit to a module the warm server imported before forking (here through the project's
-  ``pytest11`` entry point; pluggy through pytest itself) was invisible to every fork: such a
-  tree now runs in a fresh interpreter.
+- an edit to a module the warm server imported before forking (through the project's own
+  ``pytest11`` entry point, in this project until such projects were refused; pluggy through
+  pytest itself) was invisible to every fork: such a tree now runs in a fresh interpreter.
 
 Every task written is re-checked by a cold full-suite run (:func:`.conftest.independent_audit`).
 """
@@ -57,7 +57,7 @@ def test_an_unusually_configured_suite_yields_true_tasks(tmp_path: Path) -> None
     env = build_env(resolve_source(str(repo)))
     baseline = load_baseline(env)
     assert baseline is not None
-    # unittest, doctests, the -p plugin's fixture and ini option, the entry point's fixture
+    # unittest, doctests, the -p plugin's fixtures and ini option
     assert baseline.passing() == PASSING
     assert sorted(baseline.collect_errors) == ["tests/extra", "tests/test_optional.py"]
     assert "shapes_optional_dependency" in baseline.collect_errors["tests/test_optional.py"]
@@ -67,8 +67,8 @@ def test_an_unusually_configured_suite_yields_true_tasks(tmp_path: Path) -> None
     y = result.yields["procedural"]
     assert not {"crashed", "import_failed", "untrusted_log"} & set(y.drops), y.drops
     assert result.tasks >= 4, (y.drops, result.head_image)
-    # the image served body edits; the project's own plugin (and geometry.py, which it
-    # imports) is not preloaded by the warm server, so its edits need no fresh interpreter
+    # the image served body edits; the -p plugin (and geometry.py, which it imports) is not
+    # preloaded by the warm server, so its edits need no fresh interpreter
     assert result.head_image["served"], result.head_image
 
     tasks = store.read_records("tasks", "s", Task)
