@@ -121,6 +121,8 @@ def test_final_change_set_is_scanned() -> None:
     "open('/proc/self/environ').read()\n",
     "def pytest_collection_modifyitems(items):\n    pass\n",
     "for item in items:\n    item.runtest = lambda: None\n",
+    "f.__code__ = (lambda: None).__code__\n",
+    "mods = getattr(_s, 'seludom'[::-1])\n",
 ])
 def test_package_code_that_reaches_into_the_test_run_is_flagged(code: str) -> None:
     mon = HackMonitor()

@@ -53,7 +53,8 @@ _TAMPER = re.compile(
     r"|\bmeta_path\b|\bpath_hooks\b|\bset(trace|profile)\b|\bsource_to_code\b"
     r"|[\"'](tests?|testing)[\"'/]|startswith\(\s*[\"']test"
     r"|\.(raises|approx|warns|fail|skip|xfail|deprecated_call)\s*=(?!=)"
-    r"|\bdef\s+pytest_\w+\s*\(|\.runtest\s*=(?!=)")
+    r"|\bdef\s+pytest_\w+\s*\(|\.runtest\s*=(?!=)|\.__code__\s*=(?!=)"
+    r"|[\"'][\w.]+[\"']\s*\[\s*::\s*-1\s*\]")
 """Reaching into the test process; read in every command and in added non-test source (and in
 the names it spells from pieces: see :func:`_spelled`)."""
 _PIECES = [rf"(?:[rRbBuU]{{0,2}}{q}(?:[^{q}\\\n]|\\.)*{q}|chr\(\s*\d+\s*\))" for q in "\"'"]
