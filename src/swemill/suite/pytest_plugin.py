@@ -786,8 +786,6 @@ def pytest_runtest_call(item):
     unbound, is allowed), or the code object inside it."""
     if not _GUARD or item.nodeid not in _state.get("collected", {}):
         return
-    if "runtest" in vars(item):  # what pytest calls to run it, put on the item itself
-        _state["foreign"].append("runtest of " + item.nodeid[:80] + " replaced")
     held, bound, code = _state["collected"][item.nodeid]
     now = _bound(item)
     if (_holder_value(item) is not held or now is not None and now is not bound and now is not held
