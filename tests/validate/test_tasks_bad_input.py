@@ -169,6 +169,27 @@ def test_a_bug_in_a_module_the_conftest_loads_as_a_plugin_is_a_counted_drop(
                         for r in rows)
 
 
+def test_a_suite_the_grader_cannot_trust_leaves_no_task(tmp_path: Path) -> None:
+    # test_mul is made in the test file from code another file defined: the grader's guard
+    # cannot tell that from a swap, so no policy could be rewarded on these tasks; validation
+    # runs are not guarded, and the audit's grading run of the fixed tree removes them
+    repo = tmp_path / "calcmade"
+    commit_tree(repo, {
+        "pyproject.toml": PYPROJECT, "calcpkg/__init__.py": "", "calcpkg/calc.py": CALC,
+        "tests/shared.py": "def check_mul():\n    assert mul(2, 3) == 6\n",
+        "tests/test_calc.py": (
+            "import types\n\nimport shared\nfrom calcpkg.calc import add, mul\n\n\n"
+            "def test_add():\n    assert add(1, 2) == 3\n\n\n"
+            "test_mul = types.FunctionType(shared.check_mul.__code__, globals(), 'test_mul')\n")},
+        "made")
+    store = Store(str(tmp_path / "out"))
+    result = run_tasks(str(repo), store, "m", TasksConfig(strategies=["procedural"],
+                                                          max_tasks=2, workers=1))
+    assert result.audited >= 1 and result.tasks == 0, result.audit_rejected
+    assert all("graded fixed run cannot be trusted" in why and "runs code its file did not "
+               "define" in why for why in result.audit_rejected.values()), result.audit_rejected
+
+
 def test_no_python_code_is_one_clear_error(tmp_path: Path) -> None:
     repo = tmp_path / "docs-only"
     repo.mkdir()

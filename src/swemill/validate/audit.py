@@ -3,8 +3,12 @@
 Each audited task's snapshot is unpacked into a fresh sandbox and the *whole* suite is run
 cold (``suite.run_tests``: a new interpreter, swemill's own reporter), first on the broken
 tree, then with the golden patch applied. Every FAIL_TO_PASS test must fail and then pass,
-every PASS_TO_PASS test must pass both times. This is what makes the validator's shortcuts
-(selected tests, the warm server, the workspace instead of the scrubbed snapshot) checkable.
+every PASS_TO_PASS test must pass both times. Then the fixed tree's FAIL_TO_PASS and
+PASS_TO_PASS run as a grading runs them (``isolated``: autoloading off, the guard and the
+seal), and must be trusted and pass: validation runs are not guarded, so a suite the guard
+cannot trust would otherwise give tasks no policy can be rewarded on. This is what makes
+the validator's shortcuts (selected tests, the warm server, the workspace instead of the
+scrubbed snapshot) checkable.
 
 It is on by default (:func:`audit_size`): every task of a run that wrote fewer than 20, else
 a seeded 10% sample (at least 2). One disagreement means a shortcut was wrong for this
@@ -98,12 +102,23 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
                 finding.problem = f"golden patch does not apply: {proc.stderr.strip()[:200]}"
                 return finding
             fixed = run_tests(sb, env, None, timeout=timeout, brief=True)
+            # the fixed tree as the grader runs it: a suite the grader's guard cannot trust,
+            # or that its isolation changes, gives a task no policy could be rewarded on
+            graded = run_tests(sb, env, [*task.FAIL_TO_PASS, *task.PASS_TO_PASS],
+                               timeout=timeout, isolated=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for name, run in (("broken", broken), ("fixed", fixed)):
+    for name, run in (("broken", broken), ("fixed", fixed), ("graded fixed", graded)):
         if not run.trustworthy:
             finding.problem = f"{name} run cannot be trusted: {run.problem}"
             return finding
+    ungraded = [t for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
+                if graded.status(t) != "passed"]
+    if ungraded:
+        more = f" (+{len(ungraded) - 1} more)" if len(ungraded) > 1 else ""
+        finding.problem = (f"the grader's run of the fixed tree does not pass {ungraded[0]}"
+                           f"{more}")
+        return finding
     finding.false_f2p = sorted(
         t for t in task.FAIL_TO_PASS
         if broken.status(t) not in _FAIL or fixed.status(t) != "passed")
