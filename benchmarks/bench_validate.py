@@ -38,7 +38,7 @@ FAIL_TO_PASS or PASS_TO_PASS test does not pass, or the run times out). Before 2
 naive side ran the broken tree once and the golden tree twice and no near misses, less than
 swemill did per candidate. The sampled cold audit that ``swemill tasks`` runs after
 validation is on neither side: it costs the same on both (two cold runs of the whole suite
-per audited task).
+and one graded run of the task's two lists per audited task).
 
 Environments and baselines are built (and cached) before anything is timed. The cached
 baseline ran in the default sandbox (bwrap, as an unprivileged user, where it is usable);
