@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 from collections.abc import Iterable
 from importlib.metadata import distributions
 from pathlib import Path, PurePosixPath
@@ -113,15 +114,22 @@ def _plugin_names(conftest: Path) -> list[str]:
     return names
 
 
+def _conftests(tree: Path) -> list[Path]:
+    """The ``conftest.py`` files of ``tree``, hidden folders and installed packages left out."""
+    out = []
+    for folder, dirs, files in os.walk(tree):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS]
+        if "conftest.py" in files:
+            out.append(Path(folder, "conftest.py"))
+    return out
+
+
 def suite_plugin_files(tree: Path) -> list[str]:
-    """Files of ``tree`` that its ``conftest.py`` files load as pytest plugins (see the module
-    docstring), as paths relative to it; sorted. Test files among them are the grader's
-    anyway."""
+    """Files of ``tree`` that its ``conftest.py`` files or its pytest configuration's
+    ``addopts`` load as pytest plugins (see the module docstring), as paths relative to it;
+    sorted. Test files among them are the grader's anyway."""
     found = {rel for name in addopts_plugins(tree) if (rel := _module_file(tree, name))}
-    for conftest in tree.rglob("conftest.py"):
-        parts = conftest.relative_to(tree).parts
-        if any(p.startswith(".") or p in _SKIP_DIRS for p in parts):
-            continue
+    for conftest in _conftests(tree):
         for name in _plugin_names(conftest):
             for root in (tree, conftest.parent):  # rootdir, or the conftest's own folder
                 rel = _module_file(root, name)
