@@ -13,6 +13,7 @@ from swemill.core.records import Task
 from swemill.core.tools import ToolCall
 from swemill.policies.scripted import strip_line_numbers
 from swemill.store import Store
+from swemill.validate.snapshot import pack_tree, unpack_tree
 
 from .conftest import SampleTasks
 
@@ -140,6 +141,23 @@ def test_unbuildable_workspaces_are_clear_errors(sample_tasks: SampleTasks, task
     golden_view = task.model_copy(update={"snapshot": f"golden/run_id={sample_tasks.run_id}"})
     with pytest.raises(EnvBuildError, match="outside what this view"):
         env.reset(golden_view)  # the env reads through the policy view: golden/ is denied
+
+
+def test_a_task_of_the_test_runners_own_code_is_refused_at_reset(
+        sample_tasks: SampleTasks, task: Task, tmp_path: Path) -> None:
+    # a task made before such repositories were refused: its grading would run the code the
+    # policy edits (here the snapshot holds pluggy)
+    tree = unpack_tree(sample_tasks.store.get_bytes(task.snapshot), tmp_path / "tree")
+    (tree / "src" / "pluggy").mkdir(parents=True)
+    (tree / "src" / "pluggy" / "__init__.py").write_text("def hookimpl():\n    pass\n")
+    env = TaskEnv(sample_tasks.env_config(), store=sample_tasks.store)
+    try:
+        with pytest.raises(EnvBuildError, match=r"workspace cannot be built: .* holds the test "
+                                                r"runner's own code \(src/pluggy\)"):
+            env.reset(task, snapshot=pack_tree(tree))
+        env.reset(task)  # the task's own snapshot still opens
+    finally:
+        env.close()
 
 
 def test_current_text_is_what_a_write_would_replace(env: TaskEnv, task: Task,
