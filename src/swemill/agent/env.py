@@ -179,8 +179,7 @@ class TaskEnv:
                 repo_env.lay_generated(unpack_tree(snapshot, tmp / name))
             # a task made before such repositories were refused: its grading would run the
             # code the policy edits (swemill.repo.runner_code)
-            refuse_runner_repository(tmp / "pristine", task.repo,
-                                     repo_env.venv.glob("lib/python*/site-packages"))
+            refuse_runner_repository(tmp / "pristine", task.repo, repo_env.site_packages)
             self._sb = open_sandbox(tmp / "ws", backend=self.config.backend,
                                     binds=repo_env.binds())
         except SwemillError as exc:
@@ -330,7 +329,7 @@ class TaskEnv:
         assert task is not None and repo_env is not None and pristine is not None
         tmp = scratch_dir("grade")
         try:
-            shadowed = runner_modules(repo_env.venv.glob("lib/python*/site-packages"))
+            shadowed = runner_modules(repo_env.site_packages)
             carried = build_grading_tree(pristine, self.sandbox.workspace, tmp / "ws",
                                          shadowed=shadowed)
             with open_sandbox(tmp / "ws", backend=self.config.backend,

@@ -215,7 +215,7 @@ class WarmGrader:
         self.reused = 0
         """Gradings taken from such a run (:meth:`TaskEnv.submit
         <swemill.agent.env.TaskEnv.submit>`), not run again."""
-        self._shadowed = runner_modules(repo_env.venv.glob("lib/python*/site-packages"))
+        self._shadowed = runner_modules(repo_env.site_packages)
         # bwrap dies with the *thread* that started it (--die-with-parent is a parent-death
         # signal), and a server may be asked for from short-lived threads: one thread that
         # lives as long as the grader starts them all

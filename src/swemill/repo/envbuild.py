@@ -75,6 +75,11 @@ class RepoEnv:
         return self.venv / "bin" / "python"
 
     @property
+    def site_packages(self) -> list[Path]:
+        """The venv's ``site-packages`` folder(s)."""
+        return sorted(self.venv.glob("lib/python*/site-packages"))
+
+    @property
     def baseline_path(self) -> Path:
         return self.path / "baseline.json"
 

@@ -75,7 +75,7 @@ def ensure_plugin(env: RepoEnv) -> None:
 def env_plugins(env: RepoEnv) -> list[str]:
     """Entry-point names of the ``pytest11`` plugins installed in the env (what autoloading
     gives the baseline), less those every run disables; sorted."""
-    names = {ep.name for site in env.venv.glob("lib/python*/site-packages")
+    names = {ep.name for site in env.site_packages
              for dist in distributions(path=[str(site)])
              for ep in dist.entry_points if ep.group == "pytest11"}
     return sorted(names - set(_DISABLED))

@@ -112,19 +112,18 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
         if not run.trustworthy:
             finding.problem = f"{name} run cannot be trusted: {run.problem}"
             return finding
-    ungraded = [t for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
-                if graded.status(t) != "passed"]
-    if ungraded:
-        more = f" (+{len(ungraded) - 1} more)" if len(ungraded) > 1 else ""
-        finding.problem = (f"the grader's run of the fixed tree does not pass {ungraded[0]}"
-                           f"{more}")
-        return finding
     finding.false_f2p = sorted(
         t for t in task.FAIL_TO_PASS
         if broken.status(t) not in _FAIL or fixed.status(t) != "passed")
     finding.false_p2p = sorted(
         t for t in task.PASS_TO_PASS
         if broken.status(t) != "passed" or fixed.status(t) != "passed")
+    ungraded = [t for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
+                if graded.status(t) != "passed"]
+    if ungraded and finding.ok:  # the lists hold, but not as the grader runs them
+        more = f" (+{len(ungraded) - 1} more)" if len(ungraded) > 1 else ""
+        finding.problem = (f"the grader's run of the fixed tree does not pass {ungraded[0]}"
+                           f"{more}")
     return finding
 
 

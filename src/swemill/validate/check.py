@@ -263,8 +263,8 @@ def _check(ctx: CheckContext, worker: Worker, cand: Candidate, commit: str,
     plugins = suite_plugin_files_of(worker.env.source_path)
     if touched := sorted(set(patch_files(cand.bug_patch)) & plugins):
         return _refused(cand, "runner_plugin", commit,
-                        f"{touched[0]}: the suite's conftest loads it as a pytest plugin, and "
-                        "the grader never takes a change to it")
+                        f"{touched[0]}: the suite loads it as a pytest plugin (pytest_plugins, "
+                        "addopts -p), and the grader never takes a change to it")
     baseline = ctx.baseline_for(worker, commit, base_patch)
     if isinstance(baseline, str):
         return _refused(cand, baseline, commit, ctx.why(commit, base_patch))

@@ -183,8 +183,8 @@ _FIXES = {
     "untrusted_log": "pytest's report and its exit code disagreed: a plugin or conftest "
                      "changes the exit status",
     "golden_failed": "the fixing patches did not apply to the broken trees",
-    "runner_plugin": "the bugs are in modules the suite's conftest loads as pytest plugins "
-                     "(pytest_plugins): the grader never takes a change to those",
+    "runner_plugin": "the bugs are in modules the suite loads as pytest plugins "
+                     "(pytest_plugins, addopts -p): the grader never takes a change to those",
     "rewrite_passes_tests": "the model's rewrites behave like the originals as far as the "
                             "tests see: they are correct, not bugs (lm-modify makes changes on "
                             "purpose)",

@@ -69,7 +69,7 @@ def prepare_env(src: ResolvedSource, config: TasksConfig, say: Say) -> tuple[Rep
     (:func:`~swemill.repo.runner_code.refuse_runner_repository`)."""
     refuse_runner_repository(src.path, src.repo)
     env = build_env(src, recipe=_user_recipe(config))
-    refuse_runner_repository(src.path, src.repo, env.venv.glob("lib/python*/site-packages"))
+    refuse_runner_repository(src.path, src.repo, env.site_packages)
     baseline = run_baseline(env, backend=config.backend, suite_timeout=config.suite_timeout_s,
                             step=say)
     return env, baseline
