@@ -1,10 +1,11 @@
 """Baseline and selected runs in a real bwrap sandbox over a real environment.
 
-Regression classes: a hanging test must end at the timeout and never read as a pass; a run
-that dies with exit 0 before pytest's summary (``os._exit(0)`` in a test) is not a pass, and
-one that crashes says what it last said; a
-selection must run exactly what was asked; the coverage map must name the functions a test
-really executes and none it does not.
+Regression classes: a test that passes only on an idle machine must be flaky (the stuttered
+run), never PASS_TO_PASS material; a hanging test must end at the timeout and never read as
+a pass; a run that dies with exit 0 before pytest's summary (``os._exit(0)`` in a test) is
+not a pass, and one that crashes says what it last said; a selection must run exactly what
+was asked; the coverage map must name the functions a test really executes and none it does
+not.
 """
 
 from __future__ import annotations
@@ -91,6 +92,16 @@ FILES = {
             if os.path.exists("HANG"):
                 time.sleep(600)
 
+        def test_wakes_on_time():
+            # passes on an idle machine; on a busy one a 2 ms sleep can wake 20 ms late
+            gaps, last = [], time.monotonic()
+            for _ in range(40):
+                time.sleep(0.002)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+            assert max(gaps) < 0.015
+
         def test_maybe_exit():
             if os.path.exists("EXIT"):
                 os._exit(0)
@@ -117,9 +128,11 @@ def test_baseline_outcomes_durations_and_coverage_map(calc_env: RepoEnv) -> None
         T + "test_add": "passed", T + "test_mul": "passed", T + "test_acc": "passed",
         T + "test_broken": "failed", T + "test_skipped": "skipped",
         T + "test_known_bug": "xfailed", T + "test_maybe_hang": "passed",
-        T + "test_maybe_exit": "passed",
+        T + "test_maybe_exit": "passed", T + "test_wakes_on_time": "passed",
     }  # the repo's -x was dropped: every test ran
-    assert b.flaky == [] and b.runs == 3
+    # the third run was stuttered: the test that needs an idle machine is flaky, nothing else
+    assert b.flaky == [T + "test_wakes_on_time"] and b.runs == 3 and b.stutter == "20:40"
+    assert b.load_flaky == [T + "test_wakes_on_time"]
     assert set(b.durations_s) == set(b.outcomes)
     assert b.coverage["calcdemo/__init__.py::add"] == sorted(
         [T + "test_acc", T + "test_add", T + "test_broken", T + "test_known_bug",
@@ -145,6 +158,17 @@ def test_selected_run_runs_exactly_the_selection(calc_env: RepoEnv) -> None:
     assert r.trustworthy, r.problem
     assert set(r.results) == set(wanted)
     assert [r.status(n) for n in wanted] == ["passed", "failed", "error", "error"]
+
+
+def test_a_stuttered_run_stops_the_tests_as_a_busy_machine_would(calc_env: RepoEnv) -> None:
+    wanted = [T + "test_add", T + "test_wakes_on_time"]
+    with fresh_sandbox(calc_env, "bwrap") as sb:
+        r = run_tests(sb, calc_env, wanted, timeout=120, stutter="20:40")
+        assert not list(sb.workspace.glob(".swemill-run-*"))
+    assert r.trustworthy, r.problem
+    assert r.stutter_stops is not None and r.stutter_stops >= 2, r.stutter_stops
+    assert r.status(T + "test_add") == "passed"
+    assert r.status(T + "test_wakes_on_time") == "failed"  # a 20 ms stop in its 80 ms
 
 
 def test_hanging_test_ends_at_the_timeout_and_is_not_a_pass(calc_env: RepoEnv) -> None:

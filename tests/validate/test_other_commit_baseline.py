@@ -1,5 +1,6 @@
 """A baseline at another commit (pr-mirror, rows) is measured like the head's: as many full
-runs as the head baseline had, and it tells the tests of that commit, not the head's."""
+runs as the head baseline had, and it tells the tests of that commit, not the head's (save
+that a test flaky at the head is flaky there too)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def test_baseline_at_an_older_commit_runs_as_often_as_the_head_one(
             failed = ctx.baseline_for(worker, older, broken)
             stale_patch = file_diff("tests/conftest.py", "no such line\n", "no such line\nx = 1\n")
             stale = ctx.baseline_for(worker, older, stale_patch)
+            # a test flaky at the head (one that fails on a busy machine) is flaky here too
+            shaky = sorted(set(measured.passing()) & set(head.passing()))[0]
+            busy = CheckContext(head.model_copy(update={"flaky": [shaky]}), src.commit)
+            held = busy.baseline_for(worker, older, "")
         finally:
             worker.close()
     finally:
@@ -44,6 +49,8 @@ def test_baseline_at_an_older_commit_runs_as_often_as_the_head_one(
     assert isinstance(measured, Baseline) and again is measured
     assert measured.commit == older and measured.runs == head.runs == 3
     assert measured.flaky == [] and measured.passing()
+    assert isinstance(held, Baseline) and held.flaky == [shaky]
+    assert held.passing() == measured.passing() - {shaky}
     assert failed == "baseline_failed"
     why = ctx.why(older, broken)
     assert why.startswith("pytest exit 4 (usage error"), why

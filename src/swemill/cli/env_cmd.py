@@ -73,6 +73,8 @@ def _run(source: str, recipe_file: Path | None, rebuild: bool, backend: str,
         "tests": len(baseline.outcomes),
         "counts": counts,
         "flaky": len(baseline.flaky),
+        "load_flaky": baseline.load_flaky,
+        "stuttered": bool(baseline.stutter),
         "suite_wall_s": baseline.suite_wall_s,
         "startup_s": baseline.startup_s,
         "coverage_functions": len(baseline.coverage),
@@ -100,7 +102,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("recipe", _recipe_line(recipe)),
         ("tests", str(s["tests"])),
         ("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(s["counts"].items()))),
-        ("flaky", str(s["flaky"])),
+        ("flaky", str(s["flaky"]) + _load_note(s)),
         ("suite duration", f"{s['suite_wall_s']:.2f} s (start-up {s['startup_s']:.2f} s)"),
         ("coverage map", f"{s['coverage_functions']} functions"),
     ]
@@ -112,6 +114,16 @@ def _print_summary(s: dict[str, Any]) -> None:
     for key, value in rows:
         table.add_row(key, escape(value))  # ".[tests]" is an extra, not a style
     Console().print(table)  # the summary is the command's output: stdout
+
+
+def _load_note(s: dict[str, Any]) -> str:
+    if not s["stuttered"]:
+        return " (the stuttered run did not count: tests that fail on a busy machine unknown)"
+    load = s["load_flaky"]
+    if not load:
+        return ""
+    return (f" ({len(load)} only on a busy machine: {', '.join(load[:3])}"
+            + (", ..." if len(load) > 3 else "") + ")")
 
 
 def _recipe_line(recipe: dict[str, Any]) -> str:

@@ -97,6 +97,11 @@ class Baseline(_Record):
     durations_s: dict[str, float]
     """Per test node id: median duration across runs."""
     flaky: list[str] = Field(default_factory=list)
+    load_flaky: list[str] = Field(default_factory=list)
+    """The flaky tests whose outcome changed only in the stuttered run (a busy machine): they
+    are in ``flaky`` too."""
+    stutter: str = ""
+    """``STOP_MS:PERIOD_MS`` of the stuttered run that counted; empty when none did."""
     collect_errors: dict[str, str] = Field(default_factory=dict)
     """Collection node id (a module, a package) -> its error, in any run: its tests are in no
     list, and a candidate's run where it fails again has not broken the tree's imports (an

@@ -1,10 +1,17 @@
 """The baseline: the suite at the base commit, run several times, plus the coverage map.
 
 Each run gets a fresh copy of the working copy (tests may write files). The first run records
-per-test coverage contexts; durations are medians over all runs; a test whose outcome differs
-between runs (or that is missing from one) is flaky and never used as FAIL_TO_PASS or
-PASS_TO_PASS. Start-up is measured as the wall time of running the fastest passing test minus
-that test's own duration. The result is saved as ``baseline.json`` next to the environment.
+per-test coverage contexts; the last (of two or more) is *stuttered*: its processes are stopped
+for 20 ms of every 40 (``run_tests(stutter=...)``), as on a machine with twice as much work
+as CPUs, where tasks are graded (a trainer's many episodes at once). Durations are medians over
+the other runs; a test whose outcome differs between runs (or that is missing from one) is
+flaky and never used as FAIL_TO_PASS or PASS_TO_PASS. So a test that only passes on an idle
+machine (a throttle held to 30 calls a second, a deadline of a few milliseconds) is in no
+list: graded on a busy machine it would fail a correct fix. A stuttered run that does not
+finish in twice the suite's bound, or cannot be trusted, is left out (``Baseline.stutter``
+says whether one counted). Start-up is measured as the wall time of running the fastest
+passing test minus that test's own duration. The result is saved as ``baseline.json`` next
+to the environment.
 """
 
 from __future__ import annotations
@@ -30,11 +37,14 @@ from swemill.suite.verdict import TestRunReport
 __all__ = ["run_baseline", "collect_errors", "combine_runs", "load_baseline", "fresh_sandbox",
            "BASELINE_VERSION"]
 
-BASELINE_VERSION = 5
+BASELINE_VERSION = 6
 """2: the coverage run also records shared functions and tests that start processes; 3: runs
 turn off pytest-enabler and pytest-checkdocs (an older baseline holds their lint items, which
 no run makes now, and an empty coverage map); 4: a test with a failed subtest is failed; 5:
-runs turn off pytest-mypy-plugins (its YAML cases are in no newer run)."""
+runs turn off pytest-mypy-plugins (its YAML cases are in no newer run); 6: the last run is
+stuttered (tests that fail on a busy machine are flaky)."""
+STUTTER = "20:40"
+"""The stuttered run's stop and period, in milliseconds."""
 
 Step = Callable[[str], None]
 
@@ -73,18 +83,35 @@ def run_baseline(env: RepoEnv, *, backend: str = "auto", runs: int = 3,
     say = step or (lambda _msg: None)
     bound = suite_timeout_for(env.source_path, suite_timeout)
     reports: list[TestRunReport] = []
+    stuttered: TestRunReport | None = None
     for i in range(runs):
-        say(f"baseline run {i + 1}/{runs}" + (" (with coverage)" if i == 0 else ""))
+        stutter = STUTTER if runs >= 2 and i == runs - 1 else None
+        say(f"baseline run {i + 1}/{runs}" + (" (with coverage)" if i == 0 else "")
+            + (" (stuttered: a busy machine)" if stutter else ""))
         with fresh_sandbox(env, backend) as sb:
-            report = run_tests(sb, env, None, timeout=bound.seconds, coverage=i == 0)
+            report = run_tests(sb, env, None, timeout=bound.seconds * (2 if stutter else 1),
+                               coverage=i == 0, stutter=stutter)
+        if stutter:
+            if report.trustworthy and not report.timed_out and report.stutter_stops:
+                stuttered = report
+            else:
+                say("the stuttered run is left out: " + (report.problem or "it was never "
+                                                          "stopped")[:200])
+            continue
         _check(report, env, bound, i + 1)
         reports.append(report)
     outcomes, durations, flaky = combine_runs(reports)
+    load_flaky: list[str] = []
+    if stuttered is not None:
+        _, _, flaky = combine_runs([*reports, stuttered])
+        load_flaky = sorted(set(flaky) - set(combine_runs(reports)[2]))
     say("measuring start-up")
     startup = measure_startup(env, backend, outcomes, durations)
     baseline = Baseline(
         repo=env.repo, commit=env.commit, env_key=env.key, runs=runs, outcomes=outcomes,
-        durations_s=durations, flaky=flaky, collect_errors=collect_errors(reports),
+        durations_s=durations, flaky=flaky, load_flaky=load_flaky,
+        stutter=STUTTER if stuttered is not None else "",
+        collect_errors=collect_errors(reports),
         coverage=build_coverage_map(reports[0].coverage, env.source_path),
         shared=shared_functions(reports[0].shared_lines, env.source_path),
         uncovered=sorted(reports[0].spawned), version=BASELINE_VERSION,

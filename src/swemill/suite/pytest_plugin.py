@@ -21,6 +21,12 @@ Settings come from the environment:
 - ``SWEMILL_BRIEF``: set with ``--tb=line`` (swemill's brief and grading runs, whose output
   is one line per failure): pytest's cutting of each failure's traceback at the test function
   is skipped (see :func:`_uncut_tracebacks`).
+- ``SWEMILL_STUTTER``: ``STOP_MS:PERIOD_MS``, set for one of the baseline's runs. From the
+  session's start to its end a helper process (in a session of its own) stops the run's
+  process group for ``STOP_MS`` of every ``PERIOD_MS`` (``SIGSTOP``/``SIGCONT``): the test
+  processes lose the CPU the way they do on a loaded machine, without anything spending it.
+  A test whose outcome changes under it depends on how busy the machine is
+  (``suite.baseline``). The finish line says how many stops were made (``stutter_stops``).
 - ``SWEMILL_GUARD``: set for grading runs. The plugin, loaded before any code of the
   repository, turns off pytest's reading of cached rewritten test modules, notes pytest's report
   and run machinery (and the built-in exception classes) and
@@ -43,6 +49,7 @@ _NONCE = os.environ.get("SWEMILL_NONCE", "")
 _SELECT = os.environ.get("SWEMILL_SELECT")
 _COVER = os.environ.get("SWEMILL_COVERAGE")
 _GUARD = bool(os.environ.get("SWEMILL_GUARD"))
+_STUTTER = os.environ.get("SWEMILL_STUTTER")
 _MSG_MAX = 600
 SEAL = "swemill-report-sha256"
 
@@ -339,6 +346,62 @@ def pytest_sessionstart(session):
 
     _state["session"] = session
     _emit({"kind": "start", "pytest": pytest.__version__, "python": platform.python_version()})
+    if _STUTTER:
+        _state["stutter"] = _start_stutter(_STUTTER)
+
+
+# The stutter's helper: stops the group, sleeps, continues it (always, once it stopped it),
+# then waits for the rest of the period or for its stdin to close (the session's end, or
+# the run's process gone); prints how many stops it made.
+_STUTTER_HELPER = """
+import os, select, signal, sys, time
+group, stop, rest = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+stops = 0
+try:
+    while True:
+        os.killpg(group, signal.SIGSTOP)
+        try:
+            stops += 1
+            time.sleep(stop)
+        finally:
+            os.killpg(group, signal.SIGCONT)
+        if select.select([0], [], [], rest)[0]:
+            break
+except OSError:
+    pass
+print(stops, flush=True)
+"""
+
+
+def _start_stutter(spec):
+    import subprocess
+    import sys
+
+    try:
+        stop_ms, period_ms = (int(x) for x in spec.split(":"))
+    except ValueError:
+        return None
+    stop, rest = stop_ms / 1000.0, max(period_ms - stop_ms, 1) / 1000.0
+    return subprocess.Popen(
+        [sys.executable, "-c", _STUTTER_HELPER, str(os.getpgrp()), str(stop), str(rest)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        start_new_session=True, close_fds=True)
+
+
+def _end_stutter():
+    """Stop the helper (it continues the group first) and return how many stops it made."""
+    helper = _state.pop("stutter", None)
+    if helper is None:
+        return None
+    out = b""
+    with contextlib.suppress(Exception):
+        out, _ = helper.communicate(timeout=10)
+    if helper.poll() is None:
+        helper.kill()
+        helper.wait()
+    with contextlib.suppress(ValueError):
+        return int(out.strip() or b"0")
+    return 0
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -448,6 +511,7 @@ def _replaced():
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
+    stops = _end_stutter()
     cov = _state["cov"]
     if cov is not None:
         cov.stop()
@@ -460,8 +524,11 @@ def pytest_sessionfinish(session, exitstatus):
             changed = ["check failed: " + type(exc).__name__]
         if changed:
             emit({"kind": "tamper", "names": changed[:20]})
-    emit({"kind": "finish", "exitstatus": int(exitstatus),
-          "collected": getattr(session, "testscollected", 0)})
+    finish = {"kind": "finish", "exitstatus": int(exitstatus),
+              "collected": getattr(session, "testscollected", 0)}
+    if stops is not None:
+        finish["stutter_stops"] = stops
+    emit(finish)
     if _state["fh"] is not None:
         _state["fh"].close()
         _state["fh"] = None

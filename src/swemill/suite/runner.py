@@ -140,14 +140,16 @@ def _major_in(venv: Path) -> int:
 
 def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *,
               timeout: float, coverage: bool = False, isolated: bool = False,
-              execute: Execute | None = None, brief: bool = False) -> TestRunReport:
+              execute: Execute | None = None, brief: bool = False,
+              stutter: str | None = None) -> TestRunReport:
     """Run the whole suite (``nodeids`` None) or exactly ``nodeids``, and judge the run.
 
     An empty ``nodeids`` list runs nothing and returns an empty, trustworthy report.
     ``isolated``: a grading run (see the module docstring). ``execute``: what runs the
     command (default: ``sb.exec`` in the workspace). ``brief`` (always so when
     ``isolated``): one output line per failure (``--tb=line``), for runs whose output nobody
-    reads; the report is the same.
+    reads; the report is the same. ``stutter``: ``"STOP_MS:PERIOD_MS"``, the run's processes
+    stopped that long every period (the reporter's ``SWEMILL_STUTTER``: a busy machine).
     """
     if nodeids is not None and not nodeids:
         return TestRunReport(results={}, exit_code=0, trustworthy=True)
@@ -166,6 +168,8 @@ def run_tests(sb: Sandbox, env: RepoEnv, nodeids: Sequence[str] | None = None, *
         sb.write_file(f"{rel}/.keep", "")
     if coverage:
         env_vars["SWEMILL_COVERAGE"] = f"{inside}/coverage.json"
+    if stutter:
+        env_vars["SWEMILL_STUTTER"] = stutter
     plugins: list[str] = []
     if isolated:
         plugins = env_plugins(env)

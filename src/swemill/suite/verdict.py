@@ -60,6 +60,9 @@ class TestRunReport:
     fixtures of a wider scope)."""
     spawned: list[str] = field(default_factory=list)
     """Coverage run only: tests that started a process or set their own tracer."""
+    stutter_stops: int | None = None
+    """Stuttered run only: how many times the run's processes were stopped (None: not
+    stuttered, or the reporter never said)."""
 
     def status(self, nodeid: str) -> TestStatus:
         """A test's outcome, or ``error`` when the run is untrustworthy or never ran it."""
@@ -128,9 +131,11 @@ def parse_report(report_text: str, exit_code: int, *, nonce: str | None = None,
     if not problem and sealed is not None:
         problem = _seal_problem(report_text, sealed, nonce or "")
     collected = int(finish["collected"]) if finish and "collected" in finish else None  # type: ignore[call-overload]
+    stops = finish.get("stutter_stops") if finish else None
     return TestRunReport(results=results, exit_code=exit_code, trustworthy=not problem,
                          problem=problem, timed_out=timed_out, collected=collected,
-                         collect_errors=collect_errors, wall_s=wall_s)
+                         collect_errors=collect_errors, wall_s=wall_s,
+                         stutter_stops=stops if isinstance(stops, int) else None)
 
 
 def _seal_problem(report_text: str, stdout: str, nonce: str) -> str:

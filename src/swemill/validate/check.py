@@ -167,7 +167,8 @@ class CheckContext:
 
     def _measure(self, worker: Worker, commit: str, base_patch: str) -> Baseline | str:
         """As many full runs at the state as the head baseline had (at least two); flaky:
-        any test whose outcome differs between them or that is missing from one."""
+        any test whose outcome differs between them or that is missing from one, and any
+        test flaky in the head's baseline."""
         key = self._key(commit, base_patch)
         try:
             worker.checkout(TreeState(commit, (base_patch,)))
@@ -175,6 +176,7 @@ class CheckContext:
             self._why[key] = first_error(str(exc))
             return "base_patch_failed"
         n = max(2, self.baseline.runs)
+        head_flaky = set(self.baseline.flaky)
         runs: list[RunEvidence] = []
         for _ in range(n):
             try:
@@ -189,7 +191,9 @@ class CheckContext:
                 return "baseline_failed"
             runs.append(ev)
         ids = set().union(*(r.outcomes for r in runs))
-        flaky = sorted(t for t in ids if len({r.outcomes.get(t) for r in runs}) > 1)
+        # a test flaky at the head (on a busy machine, say) is flaky at this state too
+        flaky = sorted(t for t in ids if len({r.outcomes.get(t) for r in runs}) > 1
+                       or t in head_flaky)
         outcomes: dict[str, TestStatus] = {t: runs[0].outcomes.get(t, "error") for t in ids}
         uncollected = {t: "did not collect" for r in runs for t, o in r.outcomes.items()
                        if "::" not in t and o in FAILING}
