@@ -179,6 +179,24 @@ def test_hanging_test_ends_at_the_timeout_and_is_not_a_pass(calc_env: RepoEnv) -
     assert r.status(T + "test_add") == "error" and r.status(T + "test_maybe_hang") == "error"
 
 
+def test_a_baseline_past_its_bound_names_the_test_it_was_in(calc_env: RepoEnv) -> None:
+    # apscheduler 3.10.4: its mongodb tests wait 30 s each for a server the sandbox lacks; the
+    # baseline said only "did not finish within 332 s; raise it with --suite-timeout"
+    from swemill.core.errors import TestRunError
+
+    hang = calc_env.source_path / "HANG"
+    hang.write_text("")
+    try:
+        with pytest.raises(TestRunError) as info:
+            run_baseline(calc_env, backend="bwrap", runs=1, suite_timeout=5, rebuild=True)
+    finally:
+        hang.unlink()
+    message = str(info.value)
+    assert f"it was still running {T}test_maybe_hang (" in message, message
+    assert "--deselect" in message and "--suite-timeout" in message, message
+    assert "\n" not in message
+
+
 def test_exit_zero_before_the_summary_is_not_a_pass(calc_env: RepoEnv) -> None:
     with fresh_sandbox(calc_env, "bwrap") as sb:
         sb.write_file("EXIT", "")

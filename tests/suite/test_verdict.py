@@ -78,6 +78,18 @@ def test_timeout_and_kill_are_never_trusted() -> None:
     assert not killed.trustworthy and "memory" in killed.problem
 
 
+def test_a_killed_run_names_the_test_it_was_in() -> None:
+    begun = [line("begin", nodeid="t.py::a"), line("test", nodeid="t.py::a", outcome="passed",
+                                                   duration=0.01, message=""),
+             line("begin", nodeid="t.py::b")]
+    text = "\n".join([line("start", pytest="8", python="3.11"), *begun]) + "\n"
+    r = parse_report(text, -9, nonce=NONCE, timed_out=True, selected=["t.py::a", "t.py::b"])
+    assert r.running == "t.py::b" and r.status("t.py::b") == "error"
+    ended = parse_report(report({"t.py::a": "passed"}, 0, line("begin", nodeid="t.py::a")), 0,
+                         nonce=NONCE)
+    assert ended.running == "" and ended.trustworthy
+
+
 def test_selected_tests_that_never_ran_are_errors_with_the_collection_error() -> None:
     collect = line("collect", nodeid="t_mod.py", outcome="error", message="ImportError: boom")
     text = report({"t.py::a": "passed"}, 1, collect)

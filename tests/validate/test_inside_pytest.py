@@ -191,6 +191,28 @@ def test_a_grading_run_starts_pytest_as_python_m_pytest_does(python: str,
     assert warm == {"test_main": "PASSED"}, warm
 
 
+def test_a_grading_run_handles_signals_as_a_fresh_interpreter_does(python: str,
+                                                                   tmp_path: Path) -> None:
+    """Python starts with SIGPIPE ignored: a write to a pipe nobody reads raises
+    ``BrokenPipeError``. The grading child had put SIGPIPE back to its default, so such a
+    write killed pytest (exit 141): apscheduler 3.10.4's process-pool tests did, and every
+    warm grading of its tasks, a correct fix's included, was untrusted (reward 0)."""
+    (tmp_path / "test_pipe.py").write_text(
+        "import os\nimport signal\n\nimport pytest\n\n\ndef test_pipe():\n"
+        "    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN\n"
+        "    r, w = os.pipe()\n    os.close(r)\n"
+        "    with pytest.raises(BrokenPipeError):\n        os.write(w, b'x')\n")
+    cold = subprocess.run([python, "-m", "pytest", *_ARGS, "-rA"], cwd=tmp_path, env=_ENV,
+                          capture_output=True, text=True, timeout=120)
+    proc = _grading_server(python, tmp_path)
+    try:
+        warm = _grade(proc, 1, _ARGS)
+    finally:
+        proc.communicate(timeout=30)
+    assert _outcomes(cold.stdout) == {"test_pipe": "PASSED"}, cold.stdout[-1500:]
+    assert warm == {"test_pipe": "PASSED"}, warm
+
+
 def test_a_file_whose_compiling_warns_is_compiled_in_the_run(python: str,
                                                             tmp_path: Path) -> None:
     """Under ``filterwarnings = error`` a warning while compiling (an invalid escape) or

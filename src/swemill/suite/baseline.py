@@ -125,7 +125,7 @@ def run_baseline(env: RepoEnv, *, backend: str = "auto", runs: int = 3,
 def _check(report: TestRunReport, env: RepoEnv, bound: SuiteTimeout, run: int) -> None:
     if report.timed_out:
         raise TestRunError(f"the test suite of {env.repo} did not finish within "
-                           f"{bound.describe()}; raise it with --suite-timeout SECONDS")
+                           f"{bound.describe()}{_where(report)}")
     if not report.results and report.collect_errors:
         # docopt: its conftest builds its collector the way pytest 6 stopped allowing, so the
         # whole collection failed; the cause is that error, not an empty suite
@@ -143,6 +143,22 @@ def _check(report: TestRunReport, env: RepoEnv, bound: SuiteTimeout, run: int) -
         note = f" (test dependencies not installed: {skipped})" if skipped else ""
         raise TestRunError(f"baseline run {run} of {env.repo} cannot be trusted: "
                            f"{report.problem}{note}")
+
+
+def _where(report: TestRunReport) -> str:
+    """What a run killed at the suite's bound was doing, and the two ways on: tests that
+    wait for what the sandbox lacks (a database, the network) go with a recipe's
+    ``--deselect``; a suite that is only slow gets a larger bound."""
+    slow = sorted(report.results.values(), key=lambda r: -r.duration_s)[:2]
+    done = f"{len(report.results)} tests had ended" + (
+        " (the slowest " + ", ".join(f"{r.nodeid} {r.duration_s:.1f} s" for r in slow) + ")"
+        if slow and slow[0].duration_s >= 1.0 else "")
+    if not report.running:
+        return f" ({done}); raise it with --suite-timeout SECONDS"
+    return (f": it was still running {report.running} ({done}); tests that wait for a "
+            f"service the sandbox lacks (a database, the network) can be left out with the "
+            f"recipe's pytest_args (--deselect ID, or -k EXPR: docs/recipes.md); a suite "
+            f"that is only slow needs --suite-timeout SECONDS")
 
 
 def collect_errors(reports: list[TestRunReport]) -> dict[str, str]:

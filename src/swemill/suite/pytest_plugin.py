@@ -9,7 +9,8 @@ pytest >= 6 and import nothing but the standard library, pytest and (if asked) c
 
 Settings come from the environment:
 
-- ``SWEMILL_REPORT``: file to append JSON lines to, one per test, plus start/finish lines.
+- ``SWEMILL_REPORT``: file to append JSON lines to: a ``begin`` line as each test starts, a
+  ``test`` line with its outcome, plus start/finish lines.
 - ``SWEMILL_NONCE``: stamped on every line, so lines not written by this plugin stand out.
 - ``SWEMILL_SELECT``: file of node ids, one per line; every other collected item is deselected.
 - ``SWEMILL_COVERAGE``: file to write per-test covered lines to (coverage.py dynamic contexts).
@@ -424,6 +425,7 @@ def pytest_collectreport(report):
 
 def pytest_runtest_logstart(nodeid, location):
     _state["phases"][nodeid] = {}
+    _emit({"kind": "begin", "nodeid": nodeid})  # a run killed now names the test it was in
     if _state["cov"] is not None:
         _state["cov"].switch_context(nodeid)
         _state["test"] = nodeid

@@ -60,6 +60,9 @@ class TestRunReport:
     fixtures of a wider scope)."""
     spawned: list[str] = field(default_factory=list)
     """Coverage run only: tests that started a process or set their own tracer."""
+    running: str = ""
+    """The test that had begun and not ended when the run stopped (a run killed at its
+    timeout: the test it was in); empty when every test that began ended."""
     stutter_stops: int | None = None
     """Stuttered run only: how many times the run's processes were stopped (None: not
     stuttered, or the reporter never said)."""
@@ -109,9 +112,12 @@ def parse_report(report_text: str, exit_code: int, *, nonce: str | None = None,
     collect_errors: dict[str, str] = {}
     finish: dict[str, object] | None = None
     tampered: list[str] = []
+    begun = ""
     for row in rows:
         kind = row.get("kind")
-        if kind == "test":
+        if kind == "begin":
+            begun = str(row.get("nodeid", ""))
+        elif kind == "test":
             nodeid = str(row["nodeid"])
             results[nodeid] = TestResult(nodeid=nodeid, outcome=row["outcome"],  # type: ignore[arg-type]
                                          duration_s=float(row.get("duration", 0.0)),  # type: ignore[arg-type]
@@ -122,6 +128,7 @@ def parse_report(report_text: str, exit_code: int, *, nonce: str | None = None,
             finish = row
         elif kind == "tamper":
             tampered += [str(n) for n in row.get("names") or ["?"]]  # type: ignore[attr-defined]
+    running = begun if begun and begun not in results else ""
     if selected is not None:
         _fill_missing(results, selected, collect_errors)
     problem = _problem(results, collect_errors, finish, exit_code, foreign, timed_out,
@@ -135,7 +142,8 @@ def parse_report(report_text: str, exit_code: int, *, nonce: str | None = None,
     return TestRunReport(results=results, exit_code=exit_code, trustworthy=not problem,
                          problem=problem, timed_out=timed_out, collected=collected,
                          collect_errors=collect_errors, wall_s=wall_s,
-                         stutter_stops=stops if isinstance(stops, int) else None)
+                         stutter_stops=stops if isinstance(stops, int) else None,
+                         running=running)
 
 
 def _seal_problem(report_text: str, stdout: str, nonce: str) -> str:

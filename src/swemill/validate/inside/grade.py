@@ -120,7 +120,9 @@ def _child(request: Grade, workdir: str, out_w: int, err_w: int) -> None:
         os.dup2(err_w, 2)
         os.closerange(3, 65536)  # nothing of the server's reaches the run
         _prctl(_PR_SET_DUMPABLE, 1)  # as a fresh interpreter is (it only exposes itself)
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        # SIGPIPE and SIGXFSZ stay ignored, as Python's start-up leaves them in a fresh
+        # interpreter (a write to a closed pipe raises BrokenPipeError; set back to their
+        # default, such a write killed the run: apscheduler 3.10.4's process-pool tests)
         if request.nice > 0:
             os.nice(request.nice)
         os.chdir(workdir)
