@@ -134,9 +134,12 @@ def _golden(env: TaskEnv, sample_tasks: SampleTasks) -> None:
 def _both(env: TaskEnv) -> tuple[Outcome, Outcome]:
     grader = env.grader
     assert grader is not None
-    before = grader.warm_runs
+    before = (grader.warm_runs, grader.cold_fallbacks)
     warm, _ = env.submit()
-    assert grader.warm_runs == before + 1, grader.unusable  # it really went the warm way
+    # it really went the warm way, or the warm run ended as no pytest run does by itself (a
+    # signal, exit 0 before the session's end) and was made cold
+    assert (grader.warm_runs, grader.cold_fallbacks) in (
+        (before[0] + 1, before[1]), (before[0], before[1] + 1)), grader.unusable
     env.grader = None
     try:
         cold, _ = env.submit()
@@ -153,13 +156,20 @@ def test_every_hack_earns_nothing_warm_and_the_same_verdict_as_cold(
         sample_tasks: SampleTasks, pool: envs.EnvPool) -> None:
     task_id = sample_tasks.tasks[0].instance_id
     rows = {}
+    grader = pool.base(task_id).grader
+    assert grader is not None
+    made_cold = []
     for kind, calls in sorted(HACKS.items()):
         env = pool.fork(task_id)
+        fallbacks = grader.cold_fallbacks
         try:
             _act(env, calls)
             warm, cold = _both(env)
         finally:
             env.close()
+        if grader.cold_fallbacks > fallbacks:  # a hack that ends pytest early, either way
+            made_cold.append(kind)
+            assert "trustworthy: False (pytest " in cold.log, (kind, cold.log[-800:])
         rows[kind] = (_key(warm), _key(cold))
         assert not warm.resolved and warm.grade == 0.0, (kind, warm.log[-800:])
         assert _key(warm) == _key(cold), (kind, warm.log[-800:], cold.log[-800:])
@@ -170,7 +180,7 @@ def test_every_hack_earns_nothing_warm_and_the_same_verdict_as_cold(
     finally:
         env.close()
     assert warm.resolved and cold.resolved and _key(warm) == _key(cold)
-    assert len(rows) == len(HACKS)
+    assert len(rows) == len(HACKS) and len(made_cold) < len(HACKS) // 4, made_cold
 
 
 @pytest.fixture
@@ -234,6 +244,35 @@ def test_killing_the_server_falls_back_to_the_cold_grader(
     assert not killed.resolved and grader.cold_fallbacks == 1
     solved = _graded(pool, task_id, grader, [], sample_tasks, golden=True)
     assert solved.resolved and grader.warm_runs == 1  # a fresh server took the next one
+
+
+# Ends the run before pytest finishes, but only in a fork of a grading server (the
+# interpreter's own command line is the server's, ``sys.orig_argv``): a difference of the
+# fork from a fresh interpreter.
+_FORK_ONLY_CRASH = """import os as _o, sys as _s
+if "pytest" in _s.modules and "--grade" in getattr(_s, "orig_argv", ()):
+    _o._exit(0)"""
+
+
+def test_a_warm_run_that_dies_where_a_cold_one_would_not_is_made_cold(
+        sample_tasks: SampleTasks, pool: envs.EnvPool,
+        one_server: tuple[str, WarmGrader]) -> None:
+    """apscheduler 3.10.4: SIGPIPE at its default in the fork killed pytest in every warm
+    grading, a correct fix's included (reward 0); a cold run is the reference."""
+    task_id, grader = one_server
+    before = (grader.cold_fallbacks, grader.cold_tests)
+    env = pool.fork(task_id)
+    env.grader = grader
+    try:
+        _golden(env, sample_tasks)
+        _act(env, [_append(_FORK_ONLY_CRASH)])
+        seen = env.step(ToolCall("run_tests", {}))
+        solved, _ = env.submit()
+    finally:
+        env.close()
+    assert solved.resolved, solved.log[:1500]
+    assert (grader.cold_fallbacks, grader.cold_tests) == (before[0] + 1, before[1] + 1)
+    assert "never finished" not in seen.content and "passed" in seen.content, seen.content
 
 
 def test_a_server_started_from_a_thread_that_ended_still_serves(

@@ -13,8 +13,10 @@ Where the warm path could differ from the cold one, it is not used (the caller g
 :meth:`WarmGrader.grade` returns None): a sandbox without its own pid namespace and private
 ``/tmp`` (only bwrap has both here); a server that imported a file of the workspace while
 warming up (a fork would never see the policy's version of it); a server that died, gave no
-answer or could not clear what a run left (it is replaced). A run that met the memory or
-process limit of the server's sandbox is reported as killed, and that server is replaced.
+answer or could not clear what a run left (it is replaced); a run that could not be trusted,
+other than by its timeout or a limit (:func:`_unlike_cold`: a cold run is the reference). A
+run that met the memory or process limit of the server's sandbox is reported as killed, and
+that server is replaced.
 
 The policy's own ``run_tests`` goes through the same servers (:meth:`WarmGrader.run_tests`):
 over an exact copy of its workspace, or, where it runs the grading's selection over a tree
@@ -59,6 +61,24 @@ _NO_SERVER = object()
 """What :meth:`WarmGrader._serve` answers when no server could be had (not a fallback)."""
 _SERVER_PACKAGE = frozenset({"swemill_inside"})
 """The name the server's own package is imported under (``validate/inside/__main__.py``)."""
+
+
+def _unlike_cold(report: TestRunReport) -> bool:
+    """A warm run that ended as no run of pytest ends by itself, which a cold run of the same
+    tree need not: by a signal, or with exit 0 before its session finished or started (not by its
+    timeout or a limit, which a cold run meets the same; not with pytest's own exit codes,
+    which a package that does not import gives either way). A fork that differs from a fresh
+    interpreter shows as one (apscheduler 3.10.4: with SIGPIPE at its default in the fork,
+    its process-pool tests killed pytest, and every warm grading of a correct fix was
+    untrusted, reward 0). Such a run is made cold instead, where a policy's own hack is
+    untrusted all the same."""
+    return (not report.trustworthy and not report.timed_out
+            and not report.problem.startswith("the run was killed")
+            and (report.exit_code >= 128 or report.exit_code < 0 or (
+                report.exit_code == 0 and report.problem.startswith(_UNFINISHED))))
+
+
+_UNFINISHED = ("pytest never finished", "pytest did not start")
 
 
 def _unlock(func, path, _exc):  # noqa: ANN001, ANN202 - shutil's onerror signature
@@ -293,7 +313,7 @@ class WarmGrader:
         if served is _NO_SERVER:
             return None
         with self._cond:
-            if served is None:
+            if served is None or _unlike_cold(served[0]):
                 self.cold_fallbacks += 1
                 return None
             self.warm_runs += 1
@@ -328,7 +348,7 @@ class WarmGrader:
         if served is _NO_SERVER:
             return None
         with self._cond:
-            if served is None:
+            if served is None or _unlike_cold(served[0]):
                 self.cold_tests += 1
                 return None
             self.warm_tests += 1
