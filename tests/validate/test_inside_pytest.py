@@ -191,17 +191,24 @@ def test_a_grading_run_starts_pytest_as_python_m_pytest_does(python: str,
     assert warm == {"test_main": "PASSED"}, warm
 
 
-def test_a_grading_run_handles_signals_as_a_fresh_interpreter_does(python: str,
-                                                                   tmp_path: Path) -> None:
+def test_a_grading_run_has_the_signals_and_streams_of_a_fresh_interpreter(
+        python: str, tmp_path: Path) -> None:
     """Python starts with SIGPIPE ignored: a write to a pipe nobody reads raises
     ``BrokenPipeError``. The grading child had put SIGPIPE back to its default, so such a
     write killed pytest (exit 141): apscheduler 3.10.4's process-pool tests did, and every
-    warm grading of its tasks, a correct fix's included, was untrusted (reward 0)."""
+    warm grading of its tasks, a correct fix's included, was untrusted (reward 0). Its
+    standard streams were the server's, made under ``-u`` (write-through); a fresh
+    interpreter's stdout is buffered and its stderr line-buffered."""
     (tmp_path / "test_pipe.py").write_text(
-        "import os\nimport signal\n\nimport pytest\n\n\ndef test_pipe():\n"
+        "import os\nimport signal\nimport sys\n\nimport pytest\n\n\ndef test_pipe():\n"
         "    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN\n"
         "    r, w = os.pipe()\n    os.close(r)\n"
-        "    with pytest.raises(BrokenPipeError):\n        os.write(w, b'x')\n")
+        "    with pytest.raises(BrokenPipeError):\n        os.write(w, b'x')\n\n\n"
+        "def test_streams():\n"
+        "    out, err = sys.__stdout__, sys.__stderr__\n"
+        "    assert (out.write_through, out.line_buffering) == (False, False)\n"
+        "    assert (err.write_through, err.line_buffering) == (False, True)\n"
+        "    assert (out.fileno(), err.fileno(), sys.__stdin__.fileno()) == (1, 2, 0)\n")
     cold = subprocess.run([python, "-m", "pytest", *_ARGS, "-rA"], cwd=tmp_path, env=_ENV,
                           capture_output=True, text=True, timeout=120)
     proc = _grading_server(python, tmp_path)
@@ -209,8 +216,9 @@ def test_a_grading_run_handles_signals_as_a_fresh_interpreter_does(python: str,
         warm = _grade(proc, 1, _ARGS)
     finally:
         proc.communicate(timeout=30)
-    assert _outcomes(cold.stdout) == {"test_pipe": "PASSED"}, cold.stdout[-1500:]
-    assert warm == {"test_pipe": "PASSED"}, warm
+    assert _outcomes(cold.stdout) == {"test_pipe": "PASSED", "test_streams": "PASSED"}, \
+        cold.stdout[-1500:]
+    assert warm == {"test_pipe": "PASSED", "test_streams": "PASSED"}, warm
 
 
 def test_a_file_whose_compiling_warns_is_compiled_in_the_run(python: str,

@@ -119,6 +119,7 @@ def _child(request: Grade, workdir: str, out_w: int, err_w: int) -> None:
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         os.closerange(3, 65536)  # nothing of the server's reaches the run
+        _fresh_stdio()
         _prctl(_PR_SET_DUMPABLE, 1)  # as a fresh interpreter is (it only exposes itself)
         # SIGPIPE and SIGXFSZ stay ignored, as Python's start-up leaves them in a fresh
         # interpreter (a write to a closed pipe raises BrokenPipeError; set back to their
@@ -145,6 +146,27 @@ def _child(request: Grade, workdir: str, out_w: int, err_w: int) -> None:
     finally:
         code = _interpreter_exit(code)
         os._exit(code)
+
+
+_SERVER_STDIO: list[Any] = []
+"""The server's own standard streams, held so that collecting them never closes fds 0-2."""
+
+
+def _fresh_stdio() -> None:
+    """``sys.stdin``/``stdout``/``stderr`` (and their ``__x__``) as a fresh interpreter makes
+    them over fds 0-2: the server's were made under ``-u`` (unbuffered, write-through); a
+    fresh one's stdout is block-buffered and its stderr line-buffered, neither write-through."""
+    import io
+
+    for fd, name, mode in ((0, "stdin", "rb"), (1, "stdout", "wb"), (2, "stderr", "wb")):
+        old = getattr(sys, "__" + name + "__")
+        _SERVER_STDIO.append(old)
+        stream = io.TextIOWrapper(open(fd, mode, closefd=False),  # noqa: SIM115
+                                  encoding=old.encoding,
+                                  errors=old.errors, newline="\n",
+                                  line_buffering=name == "stderr")
+        setattr(sys, name, stream)
+        setattr(sys, "__" + name + "__", stream)
 
 
 def _interpreter_exit(code: int) -> int:
