@@ -98,8 +98,9 @@ def _episode(store: object, task_id: str, pool: envs.EnvPool, runner: bool) -> s
     """Who forks a session's commands, whether background processes outlive them, and what
     the policy's ``run_tests`` says; returns its first line. With runners, the session is
     the task's spare one, whose runner has started: its first command is forked there too."""
-    if runner:
-        envs.open(task_id, store, pool=pool).close()  # type: ignore[arg-type]
+    if runner:  # a reset makes the task's spare (alone, no earlier test of the module has)
+        with envs.open(task_id, store, pool=pool) as first:  # type: ignore[arg-type]
+            first.reset()
         assert _spare_ready(pool, task_id)
     with envs.open(task_id, store, pool=pool) as sess:  # type: ignore[arg-type]
         sess.reset()
