@@ -178,3 +178,24 @@ def test_a_module_that_fails_to_collect_under_the_bug_puts_its_tests_in_fail_to_
                selected=None)
     assert v.accepted and v.fail_to_pass == ["sub/m.py::x"], v
     assert v.pass_to_pass == ["sub2/m.py::z", "t::a"]
+
+
+def test_a_test_that_fails_on_the_head_tree_is_flaky_not_the_candidate_unsolvable() -> None:
+    # apscheduler 3.10.4: test_broken_pool (it waits 3 s for a process pool to restart)
+    # passed in the baseline's runs and failed in a golden run on the head tree; the
+    # candidate was dropped not_solvable and four other tasks kept it in PASS_TO_PASS
+    runs = [RunEvidence({"t::a": "passed", "t::b": "failed", "t::c": "passed"}, 1),  # type: ignore[arg-type]
+            RunEvidence({"t::a": "passed", "t::b": "passed", "t::c": "passed"}, 0)]  # type: ignore[arg-type]
+    args: dict[str, Any] = dict(baseline=BASE, applied=True, imports=True,
+                                broken=ev(a="failed", b="passed", c="passed"), golden_runs=runs,
+                                selected=None)
+    elsewhere = decide(**args)  # a golden tree that is not the head's: the fix is not enough
+    assert (elsewhere.reason, elsewhere.head_failed) == ("not_solvable", [])
+    v = decide(**args, golden_is_head=True)
+    assert v.accepted and v.head_failed == ["t::b"]
+    assert (v.fail_to_pass, v.pass_to_pass) == (["t::a"], ["t::c"])
+    # a FAIL_TO_PASS test that did not pass there leaves nothing to grade on
+    v = decide(**{**args, "broken": ev(a="passed", b="failed", c="passed")},
+               golden_is_head=True)
+    assert (v.accepted, v.reason, v.head_failed) == (False, "flaky", ["t::b"])
+    assert "head tree" in v.detail

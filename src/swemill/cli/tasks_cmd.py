@@ -237,6 +237,12 @@ def _print(s: dict[str, Any]) -> None:
                   "[/red] (their lists disagree with a cold run of the whole suite):")
         for iid, what in list(rejected.items())[:10]:
             out.print(f"  {iid}: {what}", highlight=False, markup=False)
+    if flaky := s.get("head_flaky"):
+        removed = s.get("flaky_removed") or {}
+        out.print(f"{len(flaky)} test(s) did not pass on the head tree in a golden run (the "
+                  f"baseline passed them): out of every list, first {flaky[0]}"
+                  + (f"; {len(removed)} task(s) whose FAIL_TO_PASS held one removed"
+                     if removed else ""), highlight=False, markup=False)
     if s.get("shadow_mismatches"):
         out.print(f"[red]shadow checks: the head image disagreed with an ordinary run "
                   f"{s['shadow_mismatches']} time(s) in {s['shadow_checks']}[/red]; the image was "

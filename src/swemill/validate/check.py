@@ -338,10 +338,10 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
     needed = max(2, ctx.repeat)
     confirm = confirmed
 
-    def judge(golden_runs: list[RunEvidence]) -> GateVerdict4:
+    def judge(golden_runs: list[RunEvidence], at_head: bool = False) -> GateVerdict4:
         return decide(baseline=baseline, applied=True, imports=True, broken=broken,
                       golden_runs=golden_runs, selected=selected, repeats=repeats,
-                      golden_needed=needed, confirm=confirm)
+                      golden_needed=needed, confirm=confirm, golden_is_head=at_head)
 
     first = judge([])
     if first.reason == "not_solvable" and confirming and selected is not None:
@@ -373,11 +373,12 @@ def _settle(ctx: CheckContext, worker: Worker, cand: Candidate, baseline: Baseli
     except SynthesisError as exc:
         return Checked(cand, GateVerdict4(False, "golden_failed", detail=first_error(str(exc))),
                        commit, base_patch)
-    if worker.equals_head():  # the tree the baseline ran three times: two runs suffice
+    at_head = worker.equals_head()
+    if at_head:  # the tree the baseline ran three times: two runs suffice
         needed = 2
     verdict = judge([evidence_of(worker.run(selected, ctx.timeout(baseline, selected),
                                             terse=True), selected)
-                     for _ in range(needed)])
+                     for _ in range(needed)], at_head)
     # a test whose module failed to collect says what its module said
     collectors = [k for k in messages if k not in baseline.outcomes]
     messages = {t: messages.get(t) or messages.get(collector_of(t, collectors) or "", "")

@@ -61,6 +61,10 @@ class GateVerdict4:
     """Tests whose outcome differed between the broken runs: in neither list."""
     repeated: int = 0
     """Tests that were run in more than one broken run (``flaky`` is a share of them)."""
+    head_failed: list[str] = field(default_factory=list)
+    """Tests that did not pass in a golden run whose tree is the head's, which the baseline
+    passed them on: flaky whatever the candidate (in neither list here; the run takes them
+    out of every task's lists, :func:`swemill.validate.validator`)."""
 
     @property
     def flake_rate(self) -> float:
@@ -93,6 +97,7 @@ def decide(
     repeats: Sequence[RunEvidence] = (),
     golden_needed: int = 2,
     confirm: RunEvidence | None = None,
+    golden_is_head: bool = False,
 ) -> GateVerdict4:
     """Apply the four gates. ``selected`` is the tests that were run on the broken tree
     (``None``: the full suite was run). Tests outside the selection never execute the
@@ -102,7 +107,11 @@ def decide(
     bug); without it a selection is never accepted. ``repeats`` are further runs of the
     broken tree (of the selection, or of its newly failing tests): a test whose outcome in
     one of them differs from the first run's is flaky under the bug and in neither list.
-    ``golden_needed``: golden runs every FAIL_TO_PASS and PASS_TO_PASS test must pass in."""
+    ``golden_needed``: golden runs every FAIL_TO_PASS and PASS_TO_PASS test must pass in.
+    ``golden_is_head``: the golden tree is the head's, on which the baseline passed every
+    eligible test in all its runs: a test that does not pass there is flaky (apscheduler
+    3.10.4's ``test_broken_pool``, which waits 3 s for a process pool to restart), out of
+    both lists and named in ``head_failed``, instead of the candidate's not being solvable."""
     if not applied:
         return _refuse("patch_failed")
     if not imports or broken is None:
@@ -148,18 +157,30 @@ def decide(
         return GateVerdict4(False, "not_solvable",
                             detail=f"golden patch must be run {golden_needed} times",
                             flaky=sorted(flaky), repeated=repeated)
+    head_failed: list[str] = []
     for i, run in enumerate(golden_runs):
         if not run.usable:
             return _refuse("not_solvable", f"golden run {i + 1}: timed out or untrusted log")
         missing = sorted(t for t in must_pass if run.outcomes.get(t) not in PASSING)
-        if missing:
+        if missing and golden_is_head:
+            head_failed = sorted({*head_failed, *missing})
+        elif missing:
             return _refuse("not_solvable", f"golden run {i + 1}: {len(missing)} tests not passing, "
                            f"first {missing[0]}")
+    if head_failed:
+        gone = set(head_failed)
+        f2p = [t for t in f2p if t not in gone]
+        p2p = [t for t in p2p if t not in gone]
+        if not f2p:
+            return GateVerdict4(False, "flaky", detail=f"{len(head_failed)} test(s) did not pass "
+                                f"on the head tree, which the baseline passed them on, first "
+                                f"{head_failed[0]}", flaky=sorted(flaky), repeated=repeated,
+                                head_failed=head_failed)
     if unseen:
         return _refuse("not_solvable", f"{len(unseen)} tests outside the selection must be run "
                        "on the broken tree (the whole suite)")
     return GateVerdict4(True, "accepted", fail_to_pass=f2p, pass_to_pass=p2p,
-                        flaky=sorted(flaky), repeated=repeated)
+                        flaky=sorted(flaky), repeated=repeated, head_failed=head_failed)
 
 
 _HOLDS = ("::", "/")

@@ -234,6 +234,12 @@ class TasksResult:
     audited: int = 0
     audit_rejected: dict[str, str] = field(default_factory=dict)
     """Tasks the audit removed: instance id -> what disagreed."""
+    head_flaky: list[str] = field(default_factory=list)
+    """Tests that did not pass in a golden run on the head tree (which the baseline passed
+    them on): taken out of every task's PASS_TO_PASS; a task whose FAIL_TO_PASS held one was
+    removed (``flaky_at_head``)."""
+    flaky_removed: dict[str, str] = field(default_factory=dict)
+    """Tasks removed for such a test: instance id -> the test."""
     resumed: list[str] = field(default_factory=list)
     """Strategies whose shards were already complete and were read back, not redone."""
     drop_summary: DropSummary | None = None
@@ -262,7 +268,8 @@ class TasksResult:
                        for k, v in self.yields.items()},
             "drops": self.drops, "timings_s": self.timings_s, "cpu_s": round(self.cpu_s, 3),
             "instance_ids": self.instance_ids, "audited": self.audited,
-            "audit_rejected": self.audit_rejected, "resumed": self.resumed,
+            "audit_rejected": self.audit_rejected, "head_flaky": self.head_flaky,
+            "flaky_removed": self.flaky_removed, "resumed": self.resumed,
             "head_image": self.head_image, "env_skipped": self.env_skipped,
             "commit_envs": self.commit_envs,
             "shadow_checks": self.shadow_checks, "shadow_mismatches": self.shadow_mismatches,

@@ -176,6 +176,8 @@ def run_tasks(source: str, store: Store, run_id: str, config: TasksConfig | None
     result.commit_envs = dict(envs.notes)
     result.head_image = pool.image_stats()
     _shadowed(result, pool.shadow.stats, say)
+    if result.head_flaky:
+        _unflake(store, manifest, run, result)
     result.timings_s["validate"] = round(time.monotonic() - v_start, 3)
     k = audit_size(len(result.instance_ids), config.audit)
     if k:
@@ -228,6 +230,8 @@ def _one_strategy(run: RunState, pool: WorkerPool, view: RepoView, name: str, qu
     result.yields[name] = y
     iw = run.issue_writer
     calls0, cost0 = (iw.calls, iw.cost_usd) if iw else (0, 0.0)
+    result.head_flaky = sorted({*result.head_flaky,
+                                *(t for c in stream.checked for t in c.verdict.head_failed)})
     pairs = run.emit(written)
     if iw is not None:
         y.statement_calls, y.statement_cost_usd = iw.calls - calls0, iw.cost_usd - cost0
@@ -320,11 +324,42 @@ def _totals(manifest: RunManifest) -> None:
         manifest.license_tiers[tier] = n
 
 
-def _remove(store: Store, manifest: RunManifest, run: RunState, result: TasksResult) -> None:
-    """Take the tasks the audit rejected out of their shards (rows, goldens, snapshots), mark
-    their ``candidates/`` rows dropped (``audit_rejected``) and count them per strategy, so
-    nothing exports them."""
-    gone = set(result.audit_rejected)
+def _unflake(store: Store, manifest: RunManifest, run: RunState, result: TasksResult) -> None:
+    """Tests that did not pass on the head tree in some candidate's golden run are flaky for
+    the whole run (a candidate's own verdict left them out already; tasks written before it
+    saw them may hold them): out of every task's PASS_TO_PASS, and a task whose
+    FAIL_TO_PASS holds one is removed (its bug's evidence rests on it)."""
+    flaky = set(result.head_flaky)
+    say = run.progress
+    for name in _sources(manifest).get(run.spec, {}):
+        shard = _shard(run.src.repo, name)
+        if not store.is_complete("tasks", run.run_id, shard):
+            continue
+        tasks = store.read_shard("tasks", run.run_id, shard, Task)
+        if not any(flaky & {*t.FAIL_TO_PASS, *t.PASS_TO_PASS} for t in tasks):
+            continue
+        for t in tasks:  # (a task to remove goes with its shard's other rows, by _remove)
+            if held := sorted(flaky & set(t.FAIL_TO_PASS)):
+                result.flaky_removed[t.instance_id] = held[0]
+        store.write_records("tasks", run.run_id, shard, [
+            t.model_copy(update={"PASS_TO_PASS": p2p, "n_pass_to_pass": len(p2p)})
+            for t in tasks for p2p in [[x for x in t.PASS_TO_PASS if x not in flaky]]])
+    say(f"{len(flaky)} test(s) did not pass on the head tree in a golden run: out of every "
+        f"list (first {sorted(flaky)[0]})", 0, 0)
+    if result.flaky_removed:
+        _remove(store, manifest, run, result, {
+            i: f"its FAIL_TO_PASS test {test} did not pass on the head tree in another "
+               "candidate's golden run" for i, test in result.flaky_removed.items()},
+            "flaky_at_head")
+
+
+def _remove(store: Store, manifest: RunManifest, run: RunState, result: TasksResult,
+            why: dict[str, str] | None = None, reason: str = "audit_rejected") -> None:
+    """Take the tasks ``why`` names (default: the ones the audit rejected) out of their shards
+    (rows, goldens, snapshots), mark their ``candidates/`` rows dropped (``reason``) and
+    count them per strategy, so nothing exports them."""
+    why = result.audit_rejected if why is None else why
+    gone = set(why)
     if not gone:
         return
     for name, entry in _sources(manifest).get(run.spec, {}).items():
@@ -347,19 +382,19 @@ def _remove(store: Store, manifest: RunManifest, run: RunState, result: TasksRes
             store.drop_shard("golden", run.run_id, shard)
         for t in drop:
             store.delete(t.snapshot)
-        rows = [r.model_copy(update={"verdict": "dropped", "reason": "audit_rejected",
-                                     "detail": result.audit_rejected[r.instance_id]})
+        rows = [r.model_copy(update={"verdict": "dropped", "reason": reason,
+                                     "detail": why[r.instance_id]})
                 if r.instance_id in gone else r
                 for r in store.read_shard(CANDIDATES_STAGE, run.run_id, shard, CandidateRecord)]
         store.write_records(CANDIDATES_STAGE, run.run_id, shard, rows,
                             schema_for_model(CandidateRecord))
         counts["out"] = len(keep)
-        counts["audit_rejected"] = counts.get("audit_rejected", 0) + len(drop)
+        counts[reason] = counts.get(reason, 0) + len(drop)
         if name in result.yields:
             result.yields[name].tasks = len(keep)
-    result.tasks -= len(gone)
+    result.tasks -= len(gone & set(result.instance_ids))
     result.instance_ids = [i for i in result.instance_ids if i not in gone]
-    manifest.metadata.setdefault("audit_rejected", {}).update(result.audit_rejected)
+    manifest.metadata.setdefault(reason, {}).update(why)
     _totals(manifest)
     store.write_manifest(manifest)
 

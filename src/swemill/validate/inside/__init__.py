@@ -18,6 +18,7 @@ Modules, each one subsystem:
 - :mod:`.image`: the head image (collect the suite once, serve forks of it);
 - :mod:`.hotpatch`: swap edited function bodies into the image's live functions;
 - :mod:`.grade`: the grading server (a fork per grading run, nothing of it left behind);
+- :mod:`.fresh`: what a fork must be given to start and end as a fresh interpreter does;
 - :mod:`.pristine_codes`: the grading server's compiled code of the pristine tree.
 
 Supported pytest: :data:`PYTEST_LOWEST` and on (tested with the lowest and the newest).

@@ -37,6 +37,7 @@ from typing import Any
 
 from .codecache import CodeCache
 from .forkrun import as_pytest_argv
+from .fresh import fresh_stdio, interpreter_exit
 from .pristine_codes import PristineCodes
 from .protocol import Exit, Flags, Grade, Graded, Ready, decode, encode
 from .report_cache import ReportCache
@@ -119,7 +120,7 @@ def _child(request: Grade, workdir: str, out_w: int, err_w: int) -> None:
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         os.closerange(3, 65536)  # nothing of the server's reaches the run
-        _fresh_stdio()
+        fresh_stdio()
         _prctl(_PR_SET_DUMPABLE, 1)  # as a fresh interpreter is (it only exposes itself)
         # SIGPIPE and SIGXFSZ stay ignored, as Python's start-up leaves them in a fresh
         # interpreter (a write to a closed pipe raises BrokenPipeError; set back to their
@@ -144,51 +145,8 @@ def _child(request: Grade, workdir: str, out_w: int, err_w: int) -> None:
         traceback.print_exc()
         code = 1
     finally:
-        code = _interpreter_exit(code)
+        code = interpreter_exit(code)
         os._exit(code)
-
-
-_SERVER_STDIO: list[Any] = []
-"""The server's own standard streams, held so that collecting them never closes fds 0-2."""
-
-
-def _fresh_stdio() -> None:
-    """``sys.stdin``/``stdout``/``stderr`` (and their ``__x__``) as a fresh interpreter makes
-    them over fds 0-2: the server's were made under ``-u`` (unbuffered, write-through); a
-    fresh one's stdout is block-buffered and its stderr line-buffered, neither write-through."""
-    import io
-
-    for fd, name, mode in ((0, "stdin", "rb"), (1, "stdout", "wb"), (2, "stderr", "wb")):
-        old = getattr(sys, "__" + name + "__")
-        _SERVER_STDIO.append(old)
-        stream = io.TextIOWrapper(open(fd, mode, closefd=False),  # noqa: SIM115
-                                  encoding=old.encoding,
-                                  errors=old.errors, newline="\n",
-                                  line_buffering=name == "stderr")
-        setattr(sys, name, stream)
-        setattr(sys, "__" + name + "__", stream)
-
-
-def _interpreter_exit(code: int) -> int:
-    """What a fresh interpreter does on its way out: wait for its threads, run ``atexit``
-    (which may itself end the process), flush the standard streams."""
-    import atexit
-    import threading
-
-    with contextlib.suppress(BaseException):
-        shutdown = getattr(threading, "_shutdown", None)
-        if shutdown is not None:
-            shutdown()
-    try:
-        atexit._run_exitfuncs()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:  # noqa: S110 - an atexit error does not change the status
-        pass
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
-            stream.flush()
-    return code
 
 
 def _exit_code(status: int) -> int:

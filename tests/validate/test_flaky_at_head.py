@@ -1,0 +1,96 @@
+"""A test that does not pass on the unbroken tree in one candidate's golden run is flaky for
+the whole run: out of that candidate's lists (which still stand), and out of every task's
+PASS_TO_PASS, including the tasks that passed it on their own broken trees.
+
+``headpkg``'s ``test_fickle`` passes in the baseline's cold runs and on every broken tree, and
+fails only when it runs the head tree in a warm validation run: as apscheduler 3.10.4's
+``test_broken_pool`` (a 3 s wait for a process pool to restart) failed in one golden run of
+the head tree and was kept in PASS_TO_PASS of four tasks, graded against correct fixes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from swemill.core.records import CandidateRecord, Task
+from swemill.repo.envbuild import build_env
+from swemill.repo.sources import resolve_source
+from swemill.store import Store
+from swemill.validate.validator import TasksConfig, run_tasks
+
+from .conftest import PYPROJECT, commit_tree
+
+pytestmark = pytest.mark.slow
+
+CORE = '''\
+def add(a, b):
+    return a + b
+
+
+def mul(a, b):
+    return a * b
+
+
+def neg(a):
+    return -a
+'''
+
+TESTS = '''\
+import hashlib
+import sys
+
+from headpkg import core
+
+
+def test_add():
+    assert core.add(2, 3) == 5
+
+
+def test_mul():
+    assert core.mul(2, 3) == 6
+
+
+def test_neg():
+    assert core.neg(2) == -2
+
+
+def test_fickle():
+    assert core.add(1, 1) == 2
+    with open(core.__file__, "rb") as fh:
+        here = hashlib.sha256(fh.read()).hexdigest()
+    # the head tree, in a fork of a warm validation server: never in the baseline's runs
+    assert not (here == "HEAD" and "swemill_inside" in sys.modules)
+'''
+
+T = "tests/test_core.py::"
+
+
+def test_a_test_that_fails_on_the_head_tree_leaves_every_list(
+        shared_cache: Path, tmp_path: Path) -> None:
+    root = tmp_path / "headpkg"
+    head = hashlib.sha256(CORE.encode()).hexdigest()
+    commit_tree(root, {"pyproject.toml": PYPROJECT.replace("calcpkg", "headpkg"),
+                       "headpkg/__init__.py": "", "headpkg/core.py": CORE,
+                       "tests/test_core.py": TESTS.replace('"HEAD"', repr(head))}, "head")
+    store = Store(str(tmp_path / "store"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SWEMILL_CACHE", str(shared_cache))
+        build_env(resolve_source(str(root)))
+        result = run_tasks(str(root), store, "h", TasksConfig(
+            strategies=["procedural"], max_tasks=6, workers=1, seed=0, audit=0))
+    assert result.head_flaky == [T + "test_fickle"], result.to_dict()
+    tasks = store.read_records("tasks", "h", Task)
+    assert tasks
+    for task in tasks:
+        assert T + "test_fickle" not in task.FAIL_TO_PASS + task.PASS_TO_PASS, task
+        assert task.n_pass_to_pass == len(task.PASS_TO_PASS)
+    rows = store.read_records("candidates", "h", CandidateRecord)
+    # a mutant of add() was accepted on test_add, test_fickle out of its lists ...
+    assert any(r.symbol == "add" and r.verdict == "written" for r in rows), rows
+    # ... and a mutant elsewhere, whose broken tree passed test_fickle, lost it from its
+    # PASS_TO_PASS after the run
+    others = [t for t in tasks if T + "test_add" in t.PASS_TO_PASS]
+    assert others, [(t.FAIL_TO_PASS, t.PASS_TO_PASS) for t in tasks]
