@@ -1,11 +1,14 @@
-"""A test that does not pass on the unbroken tree in one candidate's golden run is flaky for
-the whole run: out of that candidate's lists (which still stand), and out of every task's
-PASS_TO_PASS, including the tasks that passed it on their own broken trees.
+"""A test that does not pass on the unbroken tree in one candidate's golden run, or in the
+audit's runs of a fixed tree that is the head's, is flaky for the whole run: out of that
+candidate's lists (which still stand), and out of every task's PASS_TO_PASS, including the
+tasks that passed it on their own broken trees.
 
 ``headpkg``'s ``test_fickle`` passes in the baseline's cold runs and on every broken tree, and
 fails only when it runs the head tree in a warm validation run: as apscheduler 3.10.4's
 ``test_broken_pool`` (a 3 s wait for a process pool to restart) failed in one golden run of
-the head tree and was kept in PASS_TO_PASS of four tasks, graded against correct fixes.
+the head tree and was kept in PASS_TO_PASS of four tasks, graded against correct fixes (in
+another run it failed the audit's graded run of one task: that task was removed, and the four
+others kept it).
 """
 
 from __future__ import annotations
@@ -94,3 +97,52 @@ def test_a_test_that_fails_on_the_head_tree_leaves_every_list(
     # PASS_TO_PASS after the run
     others = [t for t in tasks if T + "test_add" in t.PASS_TO_PASS]
     assert others, [(t.FAIL_TO_PASS, t.PASS_TO_PASS) for t in tasks]
+
+
+AUDITED = '''\
+import hashlib
+import os
+
+from headpkg import core
+
+
+def test_add():
+    assert core.add(2, 3) == 5
+
+
+def test_mul():
+    assert core.mul(2, 3) == 6
+
+
+def test_neg():
+    assert core.neg(2) == -2
+
+
+def test_fickle():
+    with open(core.__file__, "rb") as fh:
+        here = hashlib.sha256(fh.read()).hexdigest()
+    # the head tree, run as the grader runs it: only the audit's graded run of a fixed tree
+    assert not (here == "HEAD" and os.environ.get("SWEMILL_GUARD"))
+'''
+
+
+def test_a_test_the_audit_saw_fail_on_the_head_tree_leaves_every_list_not_one_task(
+        shared_cache: Path, tmp_path: Path) -> None:
+    root = tmp_path / "headpkg"
+    head = hashlib.sha256(CORE.encode()).hexdigest()
+    commit_tree(root, {"pyproject.toml": PYPROJECT.replace("calcpkg", "headpkg"),
+                       "headpkg/__init__.py": "", "headpkg/core.py": CORE,
+                       "tests/test_core.py": AUDITED.replace('"HEAD"', repr(head))}, "head")
+    store = Store(str(tmp_path / "store"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SWEMILL_CACHE", str(shared_cache))
+        build_env(resolve_source(str(root)))
+        result = run_tasks(str(root), store, "a", TasksConfig(
+            strategies=["procedural"], max_tasks=4, workers=1, seed=0))
+    assert result.audited >= 1 and result.audit_rejected == {}, result.to_dict()
+    assert result.head_flaky == [T + "test_fickle"], result.to_dict()
+    tasks = store.read_records("tasks", "a", Task)
+    assert tasks and len(tasks) == result.tasks
+    for task in tasks:
+        assert T + "test_fickle" not in task.PASS_TO_PASS + task.FAIL_TO_PASS, task
+        assert task.n_pass_to_pass == len(task.PASS_TO_PASS) > 0

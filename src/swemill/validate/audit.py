@@ -38,6 +38,7 @@ from swemill.validate.snapshot import unpack_tree
 __all__ = ["AuditFinding", "audit_size", "audit_task", "run_audit", "AUDIT_ALL_BELOW"]
 
 _FAIL = ("failed", "error")
+_UNGRADED = "the grader's run of the fixed tree does not pass"
 AUDIT_ALL_BELOW = 20
 """Runs that wrote fewer tasks than this have every task audited by default."""
 
@@ -50,10 +51,21 @@ class AuditFinding:
     false_p2p: list[str] = field(default_factory=list)
     """Claimed PASS_TO_PASS but not passing on the broken or the fixed tree."""
     problem: str = ""
+    head_failed: list[str] = field(default_factory=list)
+    """Tests of the lists that did not pass on the fixed tree where that tree is the head's
+    (the baseline passed them there): flaky, whatever the task."""
 
     @property
     def ok(self) -> bool:
         return not (self.false_f2p or self.false_p2p or self.problem)
+
+    @property
+    def flaky_only(self) -> bool:
+        """Every disagreement is a test that did not pass on the head tree: the run takes the
+        test out of every list (``validator._unflake``) rather than this task alone."""
+        held = set(self.head_failed)
+        return bool(held) and set(self.false_f2p) <= held and set(self.false_p2p) <= held \
+            and (not self.problem or self.problem.startswith(_UNGRADED))
 
     def describe(self) -> str:
         """One line: what disagreed (empty when nothing did)."""
@@ -101,6 +113,8 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
             if proc.returncode != 0:
                 finding.problem = f"golden patch does not apply: {proc.stderr.strip()[:200]}"
                 return finding
+            fixed_tree = {rel: ((ws / rel).read_bytes() if (ws / rel).is_file() else None)
+                          for rel in _touched(golden.golden_patch)}
             fixed = run_tests(sb, env, None, timeout=timeout, brief=True)
             # the fixed tree as the grader runs it: a suite the grader's guard cannot trust,
             # or that its isolation changes, gives a task no policy could be rewarded on
@@ -122,9 +136,36 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
                 if graded.status(t) != "passed"]
     if ungraded and finding.ok:  # the lists hold, but not as the grader runs them
         more = f" (+{len(ungraded) - 1} more)" if len(ungraded) > 1 else ""
-        finding.problem = (f"the grader's run of the fixed tree does not pass {ungraded[0]}"
-                           f"{more}")
+        finding.problem = f"{_UNGRADED} {ungraded[0]}{more}"
+    if _fixed_is_head(task, golden, fixed_tree, env, baseline):
+        finding.head_failed = sorted(
+            t for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
+            if baseline.outcomes.get(t) == "passed"
+            and (fixed.status(t) != "passed" or graded.status(t) != "passed"))
     return finding
+
+
+def _fixed_is_head(task: Task, golden: Golden, fixed: dict[str, bytes | None], env: RepoEnv,
+                   baseline: Baseline) -> bool:
+    """Whether the fixed tree is the head tree the baseline ran: the head commit, and every
+    file the golden patch touches as the head has it (``fixed``: those files' bytes, None
+    for a file the patch deleted)."""
+    if task.base_commit != baseline.commit or not fixed:
+        return False
+    for rel, data in fixed.items():
+        head = env.source_path / rel
+        if (head.read_bytes() if head.is_file() else None) != data:
+            return False
+    return True
+
+
+def _touched(patch: str) -> list[str]:
+    """The files a unified diff changes (both sides' paths)."""
+    out: list[str] = []
+    for line in patch.splitlines():
+        if line.startswith(("--- a/", "+++ b/")):
+            out.append(line[6:].split("\t")[0])
+    return sorted(set(out))
 
 
 def run_audit(store: Store, pairs: list[tuple[Task, Golden]], k: int,
