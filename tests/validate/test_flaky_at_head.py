@@ -22,6 +22,7 @@ from swemill.core.records import CandidateRecord, Task
 from swemill.repo.envbuild import build_env
 from swemill.repo.sources import resolve_source
 from swemill.store import Store
+from swemill.validate.tasks_config import TasksResult
 from swemill.validate.validator import TasksConfig, run_tasks
 
 from .conftest import PYPROJECT, commit_tree
@@ -71,19 +72,25 @@ def test_fickle():
 T = "tests/test_core.py::"
 
 
-def test_a_test_that_fails_on_the_head_tree_leaves_every_list(
-        shared_cache: Path, tmp_path: Path) -> None:
+def _tasks(shared_cache: Path, tmp_path: Path, tests: str, run_id: str,
+           config: TasksConfig) -> tuple[Store, TasksResult]:
+    """``headpkg`` with ``tests`` (its ``"HEAD"`` the head's ``core.py`` digest), validated."""
     root = tmp_path / "headpkg"
     head = hashlib.sha256(CORE.encode()).hexdigest()
     commit_tree(root, {"pyproject.toml": PYPROJECT.replace("calcpkg", "headpkg"),
                        "headpkg/__init__.py": "", "headpkg/core.py": CORE,
-                       "tests/test_core.py": TESTS.replace('"HEAD"', repr(head))}, "head")
+                       "tests/test_core.py": tests.replace('"HEAD"', repr(head))}, "head")
     store = Store(str(tmp_path / "store"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SWEMILL_CACHE", str(shared_cache))
         build_env(resolve_source(str(root)))
-        result = run_tasks(str(root), store, "h", TasksConfig(
-            strategies=["procedural"], max_tasks=6, workers=1, seed=0, audit=0))
+        return store, run_tasks(str(root), store, run_id, config)
+
+
+def test_a_test_that_fails_on_the_head_tree_leaves_every_list(
+        shared_cache: Path, tmp_path: Path) -> None:
+    store, result = _tasks(shared_cache, tmp_path, TESTS, "h", TasksConfig(
+        strategies=["procedural"], max_tasks=6, workers=1, seed=0, audit=0))
     assert result.head_flaky == [T + "test_fickle"], result.to_dict()
     tasks = store.read_records("tasks", "h", Task)
     assert tasks
@@ -128,17 +135,8 @@ def test_fickle():
 
 def test_a_test_the_audit_saw_fail_on_the_head_tree_leaves_every_list_not_one_task(
         shared_cache: Path, tmp_path: Path) -> None:
-    root = tmp_path / "headpkg"
-    head = hashlib.sha256(CORE.encode()).hexdigest()
-    commit_tree(root, {"pyproject.toml": PYPROJECT.replace("calcpkg", "headpkg"),
-                       "headpkg/__init__.py": "", "headpkg/core.py": CORE,
-                       "tests/test_core.py": AUDITED.replace('"HEAD"', repr(head))}, "head")
-    store = Store(str(tmp_path / "store"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SWEMILL_CACHE", str(shared_cache))
-        build_env(resolve_source(str(root)))
-        result = run_tasks(str(root), store, "a", TasksConfig(
-            strategies=["procedural"], max_tasks=4, workers=1, seed=0))
+    store, result = _tasks(shared_cache, tmp_path, AUDITED, "a", TasksConfig(
+        strategies=["procedural"], max_tasks=4, workers=1, seed=0))
     assert result.audited >= 1 and result.audit_rejected == {}, result.to_dict()
     assert result.head_flaky == [T + "test_fickle"], result.to_dict()
     tasks = store.read_records("tasks", "a", Task)

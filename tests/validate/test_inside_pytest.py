@@ -145,6 +145,20 @@ def _grading_server(python: str, root: Path,
     return proc
 
 
+def _cold_and_warm(python: str, root: Path, env: dict[str, str] | None = None
+                   ) -> tuple[dict[str, str], dict[str, str], str]:
+    """The outcomes of ``python -m pytest`` in ``root``, of a grading server's run there, and
+    the cold run's output."""
+    cold = subprocess.run([python, "-m", "pytest", *_ARGS, "-rA"], cwd=root, env=env or _ENV,
+                          capture_output=True, text=True, timeout=120)
+    proc = _grading_server(python, root, env)
+    try:
+        warm = _grade(proc, 1, _ARGS)
+    finally:
+        proc.communicate(timeout=30)
+    return _outcomes(cold.stdout), warm, cold.stdout
+
+
 def test_the_grading_server_serves_pristine_code_and_compiles_what_changed(
         python: str, tmp_path: Path) -> None:
     (tmp_path / "lib.py").write_text(LIB)
@@ -179,15 +193,8 @@ def test_a_grading_run_starts_pytest_as_python_m_pytest_does(python: str,
         "import sys\n\n\ndef test_main():\n"
         "    assert sys.modules['__main__'].__name__ == '__main__'\n"
         "    assert sys.argv[0].endswith('__main__.py')\n")
-    env = {**_ENV, "PYTHONWARNINGS": "error"}
-    cold = subprocess.run([python, "-m", "pytest", *_ARGS, "-rA"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
-    proc = _grading_server(python, tmp_path, env)
-    try:
-        warm = _grade(proc, 1, _ARGS)
-    finally:
-        proc.communicate(timeout=30)
-    assert _outcomes(cold.stdout) == {"test_main": "PASSED"}, cold.stdout[-1500:]
+    cold, warm, log = _cold_and_warm(python, tmp_path, {**_ENV, "PYTHONWARNINGS": "error"})
+    assert cold == {"test_main": "PASSED"}, log[-1500:]
     assert warm == {"test_main": "PASSED"}, warm
 
 
@@ -209,15 +216,8 @@ def test_a_grading_run_has_the_signals_and_streams_of_a_fresh_interpreter(
         "    assert (out.write_through, out.line_buffering) == (False, False)\n"
         "    assert (err.write_through, err.line_buffering) == (False, True)\n"
         "    assert (out.fileno(), err.fileno(), sys.__stdin__.fileno()) == (1, 2, 0)\n")
-    cold = subprocess.run([python, "-m", "pytest", *_ARGS, "-rA"], cwd=tmp_path, env=_ENV,
-                          capture_output=True, text=True, timeout=120)
-    proc = _grading_server(python, tmp_path)
-    try:
-        warm = _grade(proc, 1, _ARGS)
-    finally:
-        proc.communicate(timeout=30)
-    assert _outcomes(cold.stdout) == {"test_pipe": "PASSED", "test_streams": "PASSED"}, \
-        cold.stdout[-1500:]
+    cold, warm, log = _cold_and_warm(python, tmp_path)
+    assert cold == {"test_pipe": "PASSED", "test_streams": "PASSED"}, log[-1500:]
     assert warm == {"test_pipe": "PASSED", "test_streams": "PASSED"}, warm
 
 
@@ -230,15 +230,9 @@ def test_a_file_whose_compiling_warns_is_compiled_in_the_run(python: str,
     (tmp_path / "test_lib.py").write_text("import lib\n\n\ndef test_double():\n"
                                           "    assert lib.double(2) == 4\n")
     (tmp_path / "test_tuple.py").write_text('def test_tuple():\n    assert (1 == 2, "no")\n')
-    cold = subprocess.run([python, "-m", "pytest", *_ARGS, "-rA"], cwd=tmp_path, env=_ENV,
-                          capture_output=True, text=True, timeout=120)
-    proc = _grading_server(python, tmp_path)
-    try:
-        warm = _grade(proc, 1, _ARGS)
-    finally:
-        proc.communicate(timeout=30)
+    cold, warm, log = _cold_and_warm(python, tmp_path)
     both = {"test_lib.py": "ERROR", "test_tuple.py": "ERROR"}
-    assert _outcomes(cold.stdout) == both, cold.stdout[-1500:]
+    assert cold == both, log[-1500:]
     assert warm == both
 
 
