@@ -239,8 +239,8 @@ def _print(s: dict[str, Any]) -> None:
             out.print(f"  {iid}: {what}", highlight=False, markup=False)
     if flaky := s.get("head_flaky"):
         removed = s.get("flaky_removed") or {}
-        out.print(f"{len(flaky)} test(s) did not pass on the head tree in a golden run (the "
-                  f"baseline passed them): out of every list, first {flaky[0]}"
+        out.print(f"{len(flaky)} test(s) did not pass on the head tree in a golden run or "
+                  f"the audit (the baseline passed them): out of every list, first {flaky[0]}"
                   + (f"; {len(removed)} task(s) whose FAIL_TO_PASS held one removed"
                      if removed else ""), highlight=False, markup=False)
     if s.get("shadow_mismatches"):

@@ -102,9 +102,9 @@ def run_baseline(env: RepoEnv, *, backend: str = "auto", runs: int = 3,
         reports.append(report)
     outcomes, durations, flaky = combine_runs(reports)
     load_flaky: list[str] = []
-    if stuttered is not None:
-        _, _, flaky = combine_runs([*reports, stuttered])
-        load_flaky = sorted(set(flaky) - set(combine_runs(reports)[2]))
+    if stuttered is not None:  # its outcomes count, not its durations
+        with_load = combine_runs([*reports, stuttered])[2]
+        load_flaky, flaky = sorted(set(with_load) - set(flaky)), with_load
     say("measuring start-up")
     startup = measure_startup(env, backend, outcomes, durations)
     baseline = Baseline(

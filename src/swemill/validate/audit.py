@@ -137,7 +137,7 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
     if ungraded and finding.ok:  # the lists hold, but not as the grader runs them
         more = f" (+{len(ungraded) - 1} more)" if len(ungraded) > 1 else ""
         finding.problem = f"{_UNGRADED} {ungraded[0]}{more}"
-    if _fixed_is_head(task, golden, fixed_tree, env, baseline):
+    if _fixed_is_head(task, fixed_tree, env, baseline):
         finding.head_failed = sorted(
             t for t in (*task.FAIL_TO_PASS, *task.PASS_TO_PASS)
             if baseline.outcomes.get(t) == "passed"
@@ -145,7 +145,7 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
     return finding
 
 
-def _fixed_is_head(task: Task, golden: Golden, fixed: dict[str, bytes | None], env: RepoEnv,
+def _fixed_is_head(task: Task, fixed: dict[str, bytes | None], env: RepoEnv,
                    baseline: Baseline) -> bool:
     """Whether the fixed tree is the head tree the baseline ran: the head commit, and every
     file the golden patch touches as the head has it (``fixed``: those files' bytes, None

@@ -180,9 +180,9 @@ _FIXES = {
                        "its tests share one fixture the bugs break",
     "not_solvable": "the fixed trees did not pass every test again twice: flaky or "
                     "order-dependent tests",
-    "flaky_at_head": "their FAIL_TO_PASS tests did not pass on the unbroken tree in another "
-                     "candidate's golden run: flaky tests (timing, processes) the baseline's "
-                     "runs happened to pass",
+    "flaky_at_head": "their FAIL_TO_PASS tests did not pass on the unbroken tree (another "
+                     "candidate's golden run, or the audit): flaky tests (timing, processes) "
+                     "the baseline's runs happened to pass",
     "untrusted_log": "pytest's report and its exit code disagreed: a plugin or conftest "
                      "changes the exit status",
     "golden_failed": "the fixing patches did not apply to the broken trees",

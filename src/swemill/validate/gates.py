@@ -64,7 +64,7 @@ class GateVerdict4:
     head_failed: list[str] = field(default_factory=list)
     """Tests that did not pass in a golden run whose tree is the head's, which the baseline
     passed them on: flaky whatever the candidate (in neither list here; the run takes them
-    out of every task's lists, :func:`swemill.validate.validator`)."""
+    out of every task's lists: ``validator._unflake``)."""
 
     @property
     def flake_rate(self) -> float:

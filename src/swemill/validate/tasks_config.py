@@ -235,9 +235,9 @@ class TasksResult:
     audit_rejected: dict[str, str] = field(default_factory=dict)
     """Tasks the audit removed: instance id -> what disagreed."""
     head_flaky: list[str] = field(default_factory=list)
-    """Tests that did not pass in a golden run on the head tree (which the baseline passed
-    them on): taken out of every task's PASS_TO_PASS; a task whose FAIL_TO_PASS held one was
-    removed (``flaky_at_head``)."""
+    """Tests that did not pass on the head tree (which the baseline passed them on) in a
+    golden run or in the audit's runs: taken out of every task's PASS_TO_PASS; a task whose
+    FAIL_TO_PASS held one was removed (``flaky_at_head``)."""
     flaky_removed: dict[str, str] = field(default_factory=dict)
     """Tasks removed for such a test: instance id -> the test."""
     resumed: list[str] = field(default_factory=list)

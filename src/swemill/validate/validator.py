@@ -333,9 +333,9 @@ def _totals(manifest: RunManifest) -> None:
 
 
 def _unflake(store: Store, manifest: RunManifest, run: RunState, result: TasksResult) -> None:
-    """Tests that did not pass on the head tree in some candidate's golden run are flaky for
-    the whole run (a candidate's own verdict left them out already; tasks written before it
-    saw them may hold them): out of every task's PASS_TO_PASS, and a task whose
+    """Tests that did not pass on the head tree, in some candidate's golden run or in the
+    audit's runs, are flaky for the whole run (a candidate's own verdict left them out
+    already; other tasks may hold them): out of every task's PASS_TO_PASS, and a task whose
     FAIL_TO_PASS holds one is removed (its bug's evidence rests on it)."""
     flaky = set(result.head_flaky)
     say = run.progress
@@ -352,12 +352,12 @@ def _unflake(store: Store, manifest: RunManifest, run: RunState, result: TasksRe
         store.write_records("tasks", run.run_id, shard, [
             t.model_copy(update={"PASS_TO_PASS": p2p, "n_pass_to_pass": len(p2p)})
             for t in tasks for p2p in [[x for x in t.PASS_TO_PASS if x not in flaky]]])
-    say(f"{len(flaky)} test(s) did not pass on the head tree in a golden run: out of every "
-        f"list (first {sorted(flaky)[0]})", 0, 0)
+    say(f"{len(flaky)} test(s) did not pass on the head tree: out of every list (first "
+        f"{sorted(flaky)[0]})", 0, 0)
     if result.flaky_removed:
         _remove(store, manifest, run, result, {
-            i: f"its FAIL_TO_PASS test {test} did not pass on the head tree in another "
-               "candidate's golden run" for i, test in result.flaky_removed.items()},
+            i: f"its FAIL_TO_PASS test {test} did not pass on the head tree (a golden run "
+               "or the audit)" for i, test in result.flaky_removed.items()},
             "flaky_at_head")
 
 
