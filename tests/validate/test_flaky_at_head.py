@@ -42,8 +42,9 @@ def neg(a):
     return -a
 '''
 
-TESTS = '''\
+PLAIN = '''\
 import hashlib
+import os
 import sys
 
 from headpkg import core
@@ -59,7 +60,9 @@ def test_mul():
 
 def test_neg():
     assert core.neg(2) == -2
+'''
 
+TESTS = PLAIN + '''
 
 def test_fickle():
     assert core.add(1, 1) == 2
@@ -106,24 +109,7 @@ def test_a_test_that_fails_on_the_head_tree_leaves_every_list(
     assert others, [(t.FAIL_TO_PASS, t.PASS_TO_PASS) for t in tasks]
 
 
-AUDITED = '''\
-import hashlib
-import os
-
-from headpkg import core
-
-
-def test_add():
-    assert core.add(2, 3) == 5
-
-
-def test_mul():
-    assert core.mul(2, 3) == 6
-
-
-def test_neg():
-    assert core.neg(2) == -2
-
+AUDITED = PLAIN + '''
 
 def test_fickle():
     with open(core.__file__, "rb") as fh:
