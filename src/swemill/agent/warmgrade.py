@@ -75,10 +75,7 @@ def _unlike_cold(report: TestRunReport) -> bool:
     return (not report.trustworthy and not report.timed_out
             and not report.problem.startswith("the run was killed")
             and (report.exit_code >= 128 or report.exit_code < 0 or (
-                report.exit_code == 0 and report.problem.startswith(_UNFINISHED))))
-
-
-_UNFINISHED = ("pytest never finished", "pytest did not start")
+                report.exit_code == 0 and report.collected is None)))  # no finish line
 
 
 def _unlock(func, path, _exc):  # noqa: ANN001, ANN202 - shutil's onerror signature

@@ -33,6 +33,7 @@ from swemill.sandbox.leftovers import scratch_dir
 from swemill.store import Store
 from swemill.suite.runner import run_tests
 from swemill.suite.timeouts import adaptive_timeout, busy_factor
+from swemill.synth.patches import patch_files
 from swemill.validate.snapshot import unpack_tree
 
 __all__ = ["AuditFinding", "audit_size", "audit_task", "run_audit", "AUDIT_ALL_BELOW"]
@@ -114,7 +115,7 @@ def audit_task(store: Store, task: Task, golden: Golden, env: RepoEnv, baseline:
                 finding.problem = f"golden patch does not apply: {proc.stderr.strip()[:200]}"
                 return finding
             fixed_tree = {rel: ((ws / rel).read_bytes() if (ws / rel).is_file() else None)
-                          for rel in _touched(golden.golden_patch)}
+                          for rel in patch_files(golden.golden_patch)}
             fixed = run_tests(sb, env, None, timeout=timeout, brief=True)
             # the fixed tree as the grader runs it: a suite the grader's guard cannot trust,
             # or that its isolation changes, gives a task no policy could be rewarded on
@@ -157,15 +158,6 @@ def _fixed_is_head(task: Task, fixed: dict[str, bytes | None], env: RepoEnv,
         if (head.read_bytes() if head.is_file() else None) != data:
             return False
     return True
-
-
-def _touched(patch: str) -> list[str]:
-    """The files a unified diff changes (both sides' paths)."""
-    out: list[str] = []
-    for line in patch.splitlines():
-        if line.startswith(("--- a/", "+++ b/")):
-            out.append(line[6:].split("\t")[0])
-    return sorted(set(out))
 
 
 def run_audit(store: Store, pairs: list[tuple[Task, Golden]], k: int,
